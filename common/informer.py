@@ -1,0 +1,238 @@
+"""List/watch of one resource type, with a local cache and a handler.
+
+The informer is the one piece of code that follows the API server's
+list-then-watch protocol (CONTRACTS.md, "List" and "Watch"):
+
+1. a paginated list (``limit``/``continue``) → ``handler.on_sync(objects, rv)``
+   with the *whole* collection, so the handler can replace its view (objects
+   deleted while we were not watching disappear);
+2. a watch from the list's resourceVersion with ``allowWatchBookmarks`` and
+   ``timeoutSeconds``; each ADDED/MODIFIED/DELETED → ``handler.on_event``;
+   BOOKMARKs only advance the resourceVersion; a clean end of the stream
+   re-watches from the last resourceVersion;
+3. an ``ERROR`` event with code 410 (or HTTP 410), any other watch failure, or
+   an exception raised by the handler → back off with jitter and go to 1.
+
+``synced`` is set after the first ``on_sync`` returned. ``objects`` is the
+cache, keyed ``namespace/name`` (``name`` for cluster-scoped types); it is
+updated before the handler is called.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Protocol
+
+import aiohttp
+from kubernetes_asyncio import client
+
+from common.kube_client import KubeApiError, Resource, kube_json, kube_stream
+
+__all__ = ["Informer", "InformerHandler", "InformerSettings", "WatchExpired"]
+
+log = logging.getLogger(__name__)
+
+
+class InformerHandler(Protocol):
+    async def on_sync(self, objects: list[dict[str, Any]], resource_version: str) -> None:
+        """The whole collection, after a (re)list."""
+
+    async def on_event(self, event_type: str, obj: dict[str, Any]) -> None:
+        """One ADDED, MODIFIED or DELETED change."""
+
+
+class WatchExpired(Exception):
+    """The watch's resourceVersion is older than the server keeps (410)."""
+
+
+@dataclass
+class InformerSettings:
+    page_size: int = 500
+    watch_timeout: int = 300
+    backoff_initial: float = 0.2
+    backoff_max: float = 10.0
+    label_selector: str | None = None
+    field_selector: str | None = None
+
+
+@dataclass
+class InformerStats:
+    relists: int = 0
+    events: int = 0
+    watch_restarts: int = 0
+    errors: int = 0
+    last_sync: float = 0.0
+    last_error: str = ""
+
+
+class Informer:
+    """Keeps ``objects`` equal to the API server's collection and feeds ``handler``."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        resource: Resource,
+        handler: InformerHandler | None = None,
+        *,
+        namespace: str | None = None,
+        settings: InformerSettings | None = None,
+    ) -> None:
+        self.api = api
+        self.resource = resource
+        self.handler = handler
+        self.namespace = namespace
+        self.settings = settings or InformerSettings()
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.resource_version = ""
+        self.synced = asyncio.Event()
+        self.stats = InformerStats()
+        self.changed = asyncio.Event()  # set on every change; consumers clear it
+
+    def __repr__(self) -> str:
+        where = f" in {self.namespace}" if self.namespace else ""
+        return f"Informer({self.resource}{where})"
+
+    # -- the loop ------------------------------------------------------------
+
+    async def run(self) -> None:
+        """List and watch until cancelled."""
+        failures = 0
+        while True:
+            try:
+                await self._list()
+                failures = 0
+                while True:
+                    await self._watch()
+                    self.stats.watch_restarts += 1
+            except asyncio.CancelledError:
+                raise
+            except WatchExpired:
+                log.info("watch expired; relisting", extra={"resource": str(self.resource)})
+                delay = self._backoff(0)
+            except Exception as exc:  # noqa: BLE001 - any failure → backoff + relist
+                failures += 1
+                self.stats.errors += 1
+                self.stats.last_error = f"{exc.__class__.__name__}: {exc}"
+                delay = self._backoff(failures)
+                log.warning("list/watch failed; relisting after backoff",
+                            extra={"resource": str(self.resource), "error": self.stats.last_error,
+                                   "delay_s": round(delay, 3)})
+            await asyncio.sleep(delay)
+
+    def _backoff(self, failures: int) -> float:
+        base = min(self.settings.backoff_max, self.settings.backoff_initial * (2 ** max(0, failures - 1)))
+        return base / 2 + random.uniform(0, base / 2)
+
+    def _query(self) -> list[tuple[str, Any]]:
+        q: list[tuple[str, Any]] = []
+        if self.settings.label_selector:
+            q.append(("labelSelector", self.settings.label_selector))
+        if self.settings.field_selector:
+            q.append(("fieldSelector", self.settings.field_selector))
+        return q
+
+    async def list_all(self) -> tuple[list[dict[str, Any]], str]:
+        """One paginated list: (items, the list's resourceVersion)."""
+        items: list[dict[str, Any]] = []
+        token = ""
+        rv = ""
+        path = self.resource.collection_path(self.namespace)
+        while True:
+            q = self._query() + [("limit", self.settings.page_size)]
+            if token:
+                q.append(("continue", token))
+            page = await kube_json(self.api, "GET", path, query=q)
+            kind = str(page.get("kind", ""))
+            item_kind = kind[: -len("List")] if kind.endswith("List") else kind
+            for item in page.get("items") or []:
+                # List items omit kind/apiVersion; restore them so objects look as watched.
+                item.setdefault("kind", item_kind)
+                item.setdefault("apiVersion", self.resource.api_version)
+                items.append(item)
+            meta = page.get("metadata") or {}
+            token = meta.get("continue") or ""
+            if not rv:
+                rv = str(meta.get("resourceVersion", ""))
+            if not token:
+                return items, rv
+
+    async def _list(self) -> None:
+        items, rv = await self.list_all()
+        self.objects = {self.resource.key(o): o for o in items}
+        self.resource_version = rv
+        self.stats.relists += 1
+        self.stats.last_sync = time.time()
+        if self.handler is not None:
+            await self.handler.on_sync(items, rv)
+        self.synced.set()
+        self.changed.set()
+
+    async def _watch(self) -> None:
+        q = self._query() + [
+            ("watch", "true"),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", self.settings.watch_timeout),
+            ("resourceVersion", self.resource_version),
+        ]
+        timeout = aiohttp.ClientTimeout(total=None, connect=10, sock_read=self.settings.watch_timeout + 30)
+        try:
+            resp = await kube_stream(self.api, "GET", self.resource.collection_path(self.namespace),
+                                     query=q, timeout=timeout)
+        except KubeApiError as exc:
+            if exc.status == 410:
+                raise WatchExpired(exc.message) from exc
+            raise
+        try:
+            async for event in _json_lines(resp):
+                await self._apply(event)
+        finally:
+            resp.release()
+
+    async def _apply(self, event: dict[str, Any]) -> None:
+        etype = event.get("type")
+        obj = event.get("object") or {}
+        if etype == "ERROR":
+            code = obj.get("code")
+            if code == 410:
+                raise WatchExpired(str(obj.get("message", "")))
+            raise KubeApiError(int(code or 500), str(obj.get("reason", "")), str(obj.get("message", "")), obj)
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if etype == "BOOKMARK":
+            if rv:
+                self.resource_version = str(rv)
+            return
+        if etype not in ("ADDED", "MODIFIED", "DELETED"):
+            log.warning("ignoring unknown watch event", extra={"type": etype})
+            return
+        key = self.resource.key(obj)
+        if etype == "DELETED":
+            self.objects.pop(key, None)
+        else:
+            self.objects[key] = obj
+        if rv:
+            self.resource_version = str(rv)
+        self.stats.events += 1
+        if self.handler is not None:
+            await self.handler.on_event(etype, obj)
+        self.changed.set()
+
+
+async def _json_lines(resp: aiohttp.ClientResponse) -> AsyncIterator[dict[str, Any]]:
+    """Yield one JSON document per line of a chunked watch body (lines of any length)."""
+    buf = b""
+    async for chunk in resp.content.iter_any():
+        buf += chunk
+        while True:
+            nl = buf.find(b"\n")
+            if nl < 0:
+                break
+            line, buf = buf[:nl].strip(), buf[nl + 1:]
+            if line:
+                yield json.loads(line)
+    if buf.strip():
+        yield json.loads(buf)

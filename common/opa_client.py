@@ -1,0 +1,338 @@
+"""A small client for OPA's REST API (v1), with typed errors.
+
+Modelled on kube-mgmt's ``pkg/opa``: one method per operation the services
+need, and every failure mapped onto one of a few exception types so callers
+decide by type, never by parsing messages:
+
+* :class:`OpaUnavailable` — no usable answer this time: connection refused or
+  reset, timeout, 5xx, 429. Worth retrying; carries ``retry_after`` when the
+  server sent one.
+* :class:`OpaMalformedResponse` — the server answered 2xx with a body that is
+  not the JSON document the API promises. Not retried.
+* :class:`OpaRequestError` — a 4xx other than 429 (bad request, not found,
+  unauthorized…). Not retried. :class:`OpaCompileError` is the 400 a policy
+  PUT/DELETE gets when modules don't compile; ``errors`` is OPA's list.
+* :class:`OpaUndefined` — a query whose document is undefined (200 without
+  ``result``); raised only by :meth:`OpaClient.query` with ``undefined_ok=False``.
+
+Bearer tokens come from a literal or a file that is re-read when it changes
+(so rotated tokens are picked up); tokens are never logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import ssl
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+from urllib.parse import quote
+
+import aiohttp
+
+__all__ = [
+    "OpaClient",
+    "OpaCompileError",
+    "OpaError",
+    "OpaMalformedResponse",
+    "OpaRequestError",
+    "OpaSettings",
+    "OpaUnavailable",
+    "OpaUndefined",
+    "TokenSource",
+    "data_path",
+    "normalise_base_url",
+]
+
+RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+
+
+class OpaError(Exception):
+    """Base of every error this client raises."""
+
+    def __init__(self, message: str, *, status: int | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.code = code
+
+
+class OpaUnavailable(OpaError):
+    """Transient: connection error, timeout, 5xx or 429. Retry with backoff."""
+
+    def __init__(self, message: str, *, status: int | None = None, code: str | None = None,
+                 retry_after: float | None = None) -> None:
+        super().__init__(message, status=status, code=code)
+        self.retry_after = retry_after
+
+
+class OpaMalformedResponse(OpaError):
+    """A 2xx answer whose body is not the JSON the API promises."""
+
+
+class OpaRequestError(OpaError):
+    """A 4xx answer (other than 429): the request itself was refused."""
+
+    def __init__(self, message: str, *, status: int | None = None, code: str | None = None,
+                 errors: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(message, status=status, code=code)
+        self.errors = errors or []
+
+
+class OpaCompileError(OpaRequestError):
+    """A policy write or delete that OPA refused to compile (400 + errors[])."""
+
+
+class OpaUndefined(OpaError):
+    """The queried document is undefined (200 without ``result``)."""
+
+
+def normalise_base_url(url: str) -> str:
+    """Return OPA's server root for ``url``.
+
+    Accepts the server root (``http://opa:8181``), kube-mgmt's API root
+    (``http://opa:8181/v1``) or either with a trailing slash.
+    """
+    url = url.rstrip("/")
+    if url.endswith("/v1"):
+        url = url[: -len("/v1")]
+    return url
+
+
+def data_path(segments: Iterable[str]) -> str:
+    """URL path under ``/v1/data`` for a sequence of document keys.
+
+    Each key is escaped on its own (``/`` inside a key becomes ``%2F``), so a
+    key never splits into two levels.
+    """
+    return "/".join(quote(str(s), safe="") for s in segments)
+
+
+class TokenSource:
+    """A bearer token from a literal or from a file re-read when it changes."""
+
+    def __init__(self, token: str | None = None, token_file: str | None = None) -> None:
+        self._literal = token or None
+        self._file = token_file or None
+        self._cached: str | None = None
+        self._stamp: tuple[float, int] | None = None
+
+    def __repr__(self) -> str:  # never show the token
+        return f"TokenSource(file={self._file!r}, literal={'set' if self._literal else 'unset'})"
+
+    def get(self) -> str | None:
+        if self._file is None:
+            return self._literal
+        try:
+            st = os.stat(self._file)
+        except OSError:
+            return self._cached
+        stamp = (st.st_mtime, st.st_size)
+        if stamp != self._stamp:
+            with open(self._file, encoding="utf-8") as fh:
+                self._cached = fh.read().strip() or None
+            self._stamp = stamp
+        return self._cached
+
+
+@dataclass
+class OpaSettings:
+    """How to reach OPA. ``url`` is the server root or kube-mgmt's ``…/v1`` form."""
+
+    url: str = "http://127.0.0.1:8181"
+    token: str | None = None
+    token_file: str | None = None
+    ca_file: str | None = None
+    timeout: float = 5.0
+
+    def __repr__(self) -> str:  # never show the token
+        return (f"OpaSettings(url={self.url!r}, token={'set' if self.token else 'unset'}, "
+                f"token_file={self.token_file!r}, ca_file={self.ca_file!r}, timeout={self.timeout})")
+
+
+def _retry_after(headers: Any) -> float | None:
+    value = headers.get("Retry-After") if headers else None
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None  # an HTTP date: treat as absent
+
+
+class OpaClient:
+    """Asynchronous OPA REST client. Use as an async context manager or call :meth:`close`."""
+
+    def __init__(self, settings: OpaSettings, session: aiohttp.ClientSession | None = None) -> None:
+        self.settings = settings
+        self.base_url = normalise_base_url(settings.url)
+        self._tokens = TokenSource(settings.token, settings.token_file)
+        self._session = session
+        self._own_session = session is None
+
+    async def __aenter__(self) -> "OpaClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            ssl_ctx: ssl.SSLContext | bool = True
+            if self.settings.ca_file:
+                ssl_ctx = ssl.create_default_context(cafile=self.settings.ca_file)
+            connector = aiohttp.TCPConnector(ssl=ssl_ctx, limit=64)
+            self._session = aiohttp.ClientSession(connector=connector)
+            self._own_session = True
+        return self._session
+
+    async def close(self) -> None:
+        if self._own_session and self._session is not None and not self._session.closed:
+            await self._session.close()
+
+    # -- transport -------------------------------------------------------------
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        text_body: str | None = None,
+        content_type: str | None = None,
+        headers: dict[str, str] | None = None,
+        timeout: float | None = None,
+        expect: Sequence[int] = (200, 204),
+    ) -> tuple[int, Any]:
+        """Send one request to ``path`` (starting with ``/v1``); return (status, parsed body).
+
+        Raises the typed errors described in the module docstring. A status in
+        ``expect`` is success; its JSON body is parsed (None when empty).
+        """
+        hdrs = dict(headers or {})
+        token = self._tokens.get()
+        if token:
+            hdrs["Authorization"] = f"Bearer {token}"
+        data: bytes | None = None
+        if json_body is not None:
+            data = json.dumps(json_body, separators=(",", ":")).encode()
+            hdrs.setdefault("Content-Type", content_type or "application/json")
+        elif text_body is not None:
+            data = text_body.encode()
+            hdrs.setdefault("Content-Type", content_type or "text/plain")
+        to = aiohttp.ClientTimeout(total=timeout if timeout is not None else self.settings.timeout)
+        url = self.base_url + path
+        try:
+            async with self._get_session().request(method, url, data=data, headers=hdrs, timeout=to) as resp:
+                raw = await resp.read()
+                status = resp.status
+                retry_after = _retry_after(resp.headers)
+        except asyncio.TimeoutError as exc:
+            raise OpaUnavailable(f"OPA {method} {path}: timed out") from exc
+        except aiohttp.ClientError as exc:
+            raise OpaUnavailable(f"OPA {method} {path}: {exc.__class__.__name__}: {exc}") from exc
+
+        if status in expect:
+            if not raw.strip():
+                return status, None
+            try:
+                return status, json.loads(raw)
+            except ValueError as exc:
+                raise OpaMalformedResponse(
+                    f"OPA {method} {path}: answer {status} is not JSON", status=status) from exc
+        body: Any = None
+        try:
+            body = json.loads(raw) if raw.strip() else None
+        except ValueError:
+            body = None
+        code = body.get("code") if isinstance(body, dict) else None
+        message = body.get("message") if isinstance(body, dict) else None
+        text = f"OPA {method} {path}: {status}" + (f" {code}: {message}" if code or message else "")
+        if status in RETRYABLE_STATUS:
+            raise OpaUnavailable(text, status=status, code=code, retry_after=retry_after)
+        if status >= 500 or status < 400:
+            raise OpaUnavailable(text, status=status, code=code)
+        errors = body.get("errors") if isinstance(body, dict) else None
+        cls = OpaCompileError if status == 400 and errors and path.startswith("/v1/policies") else OpaRequestError
+        raise cls(text, status=status, code=code, errors=errors if isinstance(errors, list) else None)
+
+    # -- data ------------------------------------------------------------------
+
+    async def query(self, path: str, input: Any = None, *, undefined_ok: bool = True,
+                    timeout: float | None = None) -> Any:
+        """POST ``/v1/data/<path>`` with ``{"input": input}``; return ``result``.
+
+        ``path`` uses ``/`` separators (``io/k8s/federation/admission``). An
+        undefined document returns None, or raises :class:`OpaUndefined` when
+        ``undefined_ok`` is False.
+        """
+        body = {"input": input} if input is not None else {}
+        _, doc = await self.request("POST", "/v1/data/" + path.strip("/"), json_body=body,
+                                    timeout=timeout, expect=(200,))
+        if not isinstance(doc, dict):
+            raise OpaMalformedResponse(f"OPA query {path}: answer is not a JSON object", status=200)
+        if "result" not in doc:
+            if undefined_ok:
+                return None
+            raise OpaUndefined(f"OPA query {path}: undefined", status=200)
+        return doc["result"]
+
+    async def get_data(self, segments: Sequence[str]) -> Any:
+        """GET a document (None when undefined)."""
+        _, doc = await self.request("GET", "/v1/data/" + data_path(segments), expect=(200,))
+        if not isinstance(doc, dict):
+            raise OpaMalformedResponse("OPA get data: answer is not a JSON object", status=200)
+        return doc.get("result")
+
+    async def put_data(self, segments: Sequence[str], value: Any) -> None:
+        """PUT a document at ``segments`` (parents are created)."""
+        await self.request("PUT", "/v1/data/" + data_path(segments), json_body=value, expect=(200, 204))
+
+    async def patch_data(self, segments: Sequence[str], ops: list[dict[str, Any]]) -> None:
+        """PATCH with RFC 6902 ops relative to ``segments``."""
+        await self.request("PATCH", "/v1/data/" + data_path(segments), json_body=ops,
+                           content_type="application/json-patch+json", expect=(200, 204))
+
+    async def delete_data(self, segments: Sequence[str], *, missing_ok: bool = True) -> bool:
+        """DELETE a document; returns False when it did not exist (and ``missing_ok``)."""
+        try:
+            await self.request("DELETE", "/v1/data/" + data_path(segments), expect=(200, 204))
+        except OpaRequestError as exc:
+            if exc.status == 404 and missing_ok:
+                return False
+            raise
+        return True
+
+    # -- policies --------------------------------------------------------------
+
+    async def put_policy(self, policy_id: str, raw: str) -> None:
+        """Create or replace a module; raises :class:`OpaCompileError` on compile errors."""
+        await self.request("PUT", "/v1/policies/" + quote(policy_id, safe="/"), text_body=raw,
+                           content_type="text/plain", expect=(200,))
+
+    async def delete_policy(self, policy_id: str, *, missing_ok: bool = True) -> bool:
+        """Delete a module; False when absent (and ``missing_ok``)."""
+        try:
+            await self.request("DELETE", "/v1/policies/" + quote(policy_id, safe="/"), expect=(200,))
+        except OpaRequestError as exc:
+            if exc.status == 404 and missing_ok and not isinstance(exc, OpaCompileError):
+                return False
+            raise
+        return True
+
+    async def list_policies(self) -> list[dict[str, Any]]:
+        """Every loaded module (``id``, ``raw``, …)."""
+        _, doc = await self.request("GET", "/v1/policies", expect=(200,))
+        result = doc.get("result") if isinstance(doc, dict) else None
+        if not isinstance(result, list):
+            raise OpaMalformedResponse("OPA list policies: no result list", status=200)
+        return result
+
+    async def health(self) -> bool:
+        """True when ``GET /health`` answers 200."""
+        try:
+            await self.request("GET", "/health", expect=(200,))
+        except OpaError:
+            return False
+        return True

@@ -1,0 +1,57 @@
+package io.k8s.federation.remediation_test
+
+import data.io.k8s.federation.remediation
+
+clusters := {
+	"eu-a": {"metadata": {"name": "eu-a", "labels": {"pci-compliance-level": "2"}}, "status": {"region": "europe-west1"}},
+	"eu-b": {"metadata": {"name": "eu-b", "labels": {"pci-compliance-level": "1"}}, "status": {"region": "eu-west-1"}},
+}
+
+rs(ns, name, annotations) := {
+	"apiVersion": "apps/v1", "kind": "ReplicaSet",
+	"metadata": {"name": name, "namespace": ns, "annotations": annotations},
+}
+
+replicasets := {
+	"default": {
+		"pci2": rs("default", "pci2", {"policy.federation.alpha.kubernetes.io/pci-compliance-level": "2"}),
+		"free": rs("default", "free", {}),
+	},
+	"shop": {"eu": rs("shop", "eu", {"policy.federation.alpha.kubernetes.io/eu-jurisdiction-required": "true"})},
+}
+
+test_notifications_for_constrained_objects_only if {
+	ns := remediation.notifications with data.kubernetes.replicasets as replicasets
+		with data.kubernetes.clusters as clusters
+	{[n.namespace, n.name] | some n in ns} == {["default", "pci2"], ["shop", "eu"]}
+}
+
+test_notification_carries_desired_annotations if {
+	ns := remediation.notifications with data.kubernetes.replicasets as replicasets
+		with data.kubernetes.clusters as clusters
+	some n in ns
+	n.name == "pci2"
+	n.resource == "replicasets"
+	n.errors == []
+	n.annotations["federation.kubernetes.io/replica-set-preferences"].clusters == {"eu-a": {"weight": 1}}
+}
+
+test_unsatisfiable_object_reports_errors if {
+	downgraded := json.patch(clusters, [{"op": "replace", "path": "/eu-a/metadata/labels/pci-compliance-level", "value": "1"}])
+	ns := remediation.notifications with data.kubernetes.replicasets as replicasets
+		with data.kubernetes.clusters as downgraded
+	some n in ns
+	n.name == "pci2"
+	count(n.errors) == 1
+}
+
+test_cluster_scoped_resources_and_other_root if {
+	objs := {"top": {"kind": "ReplicaSet", "metadata": {"name": "top", "annotations": {"policy.federation.alpha.kubernetes.io/pci-compliance-level": "1"}}}}
+	ns := remediation.notifications with input as {"root": "mirror", "resources": [{"plural": "globalsets", "namespaced": false}]}
+		with data.mirror.globalsets as objs
+		with data.kubernetes.clusters as clusters
+	count(ns) == 1
+	some n in ns
+	n.namespace == ""
+	n.resource == "globalsets"
+}
