@@ -1,0 +1,368 @@
+"""Object semantics shared by every handler: decoding, type checks, metadata
+defaulting on create/update, generation, status subresource, per-type
+defaulting and validation. Pure functions (no store, no HTTP).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import datetime as dt
+import json
+import random
+import re
+import uuid
+from typing import Any
+
+from .resources import ResourceType
+from .status import ApiError, bad_request, invalid
+
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+                 "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+                 "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+LABEL_MSG = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start "
+             "and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+             "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def decode_json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw or b"null")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise bad_request(f"error decoding request body: {exc}") from exc
+
+
+def decode_object(raw: bytes, rt: ResourceType) -> dict[str, Any]:
+    """A request body as an object of ``rt``: JSON object, matching kind/apiVersion if given, sane metadata."""
+    obj = decode_json(raw)
+    if not isinstance(obj, dict):
+        raise bad_request(f"json: cannot unmarshal {type(obj).__name__} into Go value of type {rt.kind}")
+    check_type(obj, rt)
+    return obj
+
+
+def check_type(obj: dict[str, Any], rt: ResourceType) -> None:
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    if api_version is not None and api_version != rt.api_version:
+        if not (rt.custom and isinstance(api_version, str) and api_version.split("/")[0] == rt.group):
+            raise bad_request(f"the API version in the data ({api_version}) does not match the expected API "
+                              f"version ({rt.api_version})")
+    if kind is not None and kind != rt.kind:
+        raise bad_request(f"{rt.kind} in version \"{rt.version}\" cannot be handled as a {kind}: "
+                          f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})")
+    meta = obj.get("metadata")
+    if meta is None:
+        obj["metadata"] = {}
+        return
+    if not isinstance(meta, dict):
+        raise bad_request("json: cannot unmarshal metadata into Go struct field of type v1.ObjectMeta")
+    for field in ("labels", "annotations"):
+        value = meta.get(field)
+        if value is None:
+            continue
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            raise bad_request(f"json: cannot unmarshal into Go struct field ObjectMeta.metadata.{field} "
+                              "of type map[string]string")
+    for field in ("name", "generateName", "namespace", "resourceVersion", "uid"):
+        if field in meta and meta[field] is not None and not isinstance(meta[field], str):
+            raise bad_request(f"json: cannot unmarshal into Go struct field ObjectMeta.metadata.{field} of type string")
+
+
+def _name_error(rt: ResourceType, name: str) -> str | None:
+    if rt.name_rule == "none":
+        return None
+    if rt.name_rule == "label":
+        if len(name) > 63 or not _LABEL.match(name):
+            return LABEL_MSG
+    elif len(name) > 253 or not _SUBDOMAIN.match(name):
+        return SUBDOMAIN_MSG
+    return None
+
+
+def _strip_system(meta: dict[str, Any]) -> None:
+    for field in ("resourceVersion", "uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
+                  "generation", "selfLink", "managedFields"):
+        meta.pop(field, None)
+
+
+def _random_suffix(n: int = 5) -> str:
+    alphabet = "bcdfghjklmnpqrstvwxz2456789"
+    return "".join(random.choice(alphabet) for _ in range(n))
+
+
+def prepare_create(rt: ResourceType, obj: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """Default and validate a new object (without resourceVersion; the store assigns it)."""
+    obj = copy.deepcopy(obj)
+    obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
+    meta = obj["metadata"]
+    _strip_system(meta)
+    if rt.namespaced:
+        body_ns = meta.get("namespace")
+        if body_ns and body_ns != namespace:
+            raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
+        meta["namespace"] = namespace
+    else:
+        meta.pop("namespace", None)
+    if not meta.get("name") and not meta.get("generateName"):
+        raise invalid(rt.kind, rt.group, "", [("metadata.name", "Required value: name or generateName is required")])
+    if meta.get("name"):
+        check_name(rt, meta["name"])
+    meta["uid"] = str(uuid.uuid4())
+    meta["creationTimestamp"] = now()
+    if rt.has_generation:
+        meta["generation"] = 1
+    if rt.status_subresource and not (rt.group == "" and rt.plural == "namespaces"):
+        obj.pop("status", None)
+    default_and_validate(rt, obj, None)
+    return obj
+
+
+def check_name(rt: ResourceType, name: str) -> None:
+    err = _name_error(rt, name)
+    if err:
+        raise invalid(rt.kind, rt.group, name, [("metadata.name", f'Invalid value: "{name}": {err}')])
+
+
+def finish_create(rt: ResourceType, obj: dict[str, Any]) -> str:
+    """After admission (as the storage layer does): generate the name from generateName; returns it."""
+    meta = obj["metadata"]
+    if not meta.get("name"):
+        if not meta.get("generateName"):
+            raise invalid(rt.kind, rt.group, "", [("metadata.name", "Required value: name or generateName is required")])
+        meta["name"] = meta["generateName"] + _random_suffix()
+    check_name(rt, meta["name"])
+    if (rt.group, rt.plural) == ("", "namespaces"):
+        meta["labels"] = {**(meta.get("labels") or {}), "kubernetes.io/metadata.name": meta["name"]}
+    return meta["name"]
+
+
+def _spec_part(rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+    skip = {"metadata", "status"} if rt.status_subresource or not rt.custom else {"metadata"}
+    return {k: v for k, v in obj.items() if k not in skip}
+
+
+def prepare_update(rt: ResourceType, old: dict[str, Any], new: dict[str, Any], subresource: str = "") -> dict[str, Any]:
+    """The object to store when ``new`` replaces ``old`` (main resource or ``status``).
+
+    System metadata comes from ``old``; with a status subresource the main resource
+    keeps the old status and ``/status`` changes only status; generation is bumped
+    when the spec part changes.
+    """
+    new = copy.deepcopy(new)
+    new["apiVersion"], new["kind"] = old.get("apiVersion", rt.api_version), rt.kind
+    old_meta = old["metadata"]
+    if subresource == "status":
+        merged = {k: copy.deepcopy(v) for k, v in old.items() if k != "status"}
+        if "status" in new:
+            merged["status"] = new["status"]
+        merged["metadata"] = copy.deepcopy(old_meta)
+        return merged
+    meta = new.setdefault("metadata", {})
+    for field in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
+        if field in old_meta:
+            meta[field] = old_meta[field]
+        else:
+            meta.pop(field, None)
+    meta["name"] = old_meta["name"]
+    if "namespace" in old_meta:
+        meta["namespace"] = old_meta["namespace"]
+    meta.pop("managedFields", None)
+    meta.pop("selfLink", None)
+    if rt.status_subresource:
+        if "status" in old:
+            new["status"] = copy.deepcopy(old["status"])
+        else:
+            new.pop("status", None)
+    default_and_validate(rt, new, old)
+    if rt.has_generation and _spec_part(rt, new) != _spec_part(rt, old):
+        meta["generation"] = int(old_meta.get("generation", 1)) + 1
+    return new
+
+
+def unchanged(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """True when ``b`` differs from ``a`` only in resourceVersion (a no-op write)."""
+    am = {k: v for k, v in a.get("metadata", {}).items() if k != "resourceVersion"}
+    bm = {k: v for k, v in b.get("metadata", {}).items() if k != "resourceVersion"}
+    if am != bm:
+        return False
+    return {k: v for k, v in a.items() if k != "metadata"} == {k: v for k, v in b.items() if k != "metadata"}
+
+
+# ---- per-type defaulting / validation ----------------------------------
+
+def default_and_validate(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    key = (rt.group, rt.plural)
+    fn = _TYPE_RULES.get(key)
+    if fn is not None:
+        fn(rt, obj, old)
+
+
+def _namespace(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    meta = obj["metadata"]
+    labels = dict(meta.get("labels") or {})
+    if meta.get("name"):
+        labels["kubernetes.io/metadata.name"] = meta["name"]
+    meta["labels"] = labels
+    spec = obj.setdefault("spec", {}) if old is None else obj.get("spec") or (old.get("spec") or {})
+    if old is None:
+        spec.setdefault("finalizers", ["kubernetes"])
+        obj["status"] = {"phase": "Active"}
+    obj["spec"] = spec
+
+
+def _secret(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    string_data = obj.pop("stringData", None)
+    if string_data:
+        if not isinstance(string_data, dict):
+            raise bad_request("json: cannot unmarshal stringData into map[string]string")
+        data = dict(obj.get("data") or {})
+        for k, v in string_data.items():
+            data[k] = base64.b64encode(str(v).encode()).decode()
+        obj["data"] = data
+    obj.setdefault("type", old.get("type", "Opaque") if old else "Opaque")
+    for k, v in (obj.get("data") or {}).items():
+        try:
+            base64.b64decode(v, validate=True)
+        except (ValueError, TypeError):
+            raise bad_request(f"illegal base64 data in secret data key {k!r}") from None
+
+
+def _core_event(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    meta = obj["metadata"]
+    involved = obj.get("involvedObject") or {}
+    causes = []
+    inv_ns = involved.get("namespace") or ""
+    if inv_ns and inv_ns != meta.get("namespace"):
+        causes.append(("involvedObject.namespace",
+                       f'Invalid value: "{inv_ns}": does not match event.namespace'))
+    if causes:
+        raise invalid(rt.kind, rt.group, meta.get("name", ""), causes)
+
+
+def _events_v1(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    meta = obj["metadata"]
+    causes = []
+    for field in ("eventTime", "reportingController", "reportingInstance", "action", "reason"):
+        if not obj.get(field):
+            causes.append((field, "Required value"))
+    note = obj.get("note") or ""
+    if len(note) > 1024:
+        causes.append(("note", "Too long: may not be more than 1024 bytes"))
+    if obj.get("type") not in (None, "Normal", "Warning"):
+        causes.append(("type", f'Unsupported value: "{obj.get("type")}": supported values: "Normal", "Warning"'))
+    regarding_ns = (obj.get("regarding") or {}).get("namespace") or ""
+    if regarding_ns and regarding_ns != meta.get("namespace"):
+        causes.append(("regarding.namespace", f'Invalid value: "{regarding_ns}": does not match event.namespace'))
+    if causes:
+        raise invalid(rt.kind, rt.group, meta.get("name", ""), causes)
+
+
+def validate_crd(obj: dict[str, Any]) -> None:
+    """422 unless the CRD is well formed enough to serve (names, scope, versions, schema)."""
+    name = obj["metadata"].get("name", "")
+    spec = obj.get("spec") or {}
+    names = spec.get("names") or {}
+    causes: list[tuple[str, str]] = []
+    group, plural, kind = spec.get("group"), names.get("plural"), names.get("kind")
+    if not group:
+        causes.append(("spec.group", "Required value"))
+    if not plural:
+        causes.append(("spec.names.plural", "Required value"))
+    if not kind:
+        causes.append(("spec.names.kind", "Required value"))
+    if group and plural and name != f"{plural}.{group}":
+        causes.append(("metadata.name", f'Invalid value: "{name}": must be spec.names.plural+"."+spec.group'))
+    if spec.get("scope") not in ("Namespaced", "Cluster"):
+        causes.append(("spec.scope", f'Unsupported value: "{spec.get("scope")}": supported values: "Cluster", "Namespaced"'))
+    versions = spec.get("versions") or []
+    if not isinstance(versions, list) or not versions:
+        causes.append(("spec.versions", "Invalid value: must have exactly one version marked as storage version"))
+    else:
+        if sum(1 for v in versions if isinstance(v, dict) and v.get("storage")) != 1:
+            causes.append(("spec.versions", "Invalid value: must have exactly one version marked as storage version"))
+        for i, v in enumerate(versions):
+            if not isinstance(v, dict) or not v.get("name"):
+                causes.append((f"spec.versions[{i}].name", "Required value"))
+            elif not (v.get("schema") or {}).get("openAPIV3Schema"):
+                causes.append((f"spec.versions[{i}].schema.openAPIV3Schema", "Required value: schemas are required"))
+    if causes:
+        raise invalid("CustomResourceDefinition", "apiextensions.k8s.io", name, causes)
+
+
+def _crd(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    validate_crd(obj)
+    if old is not None:
+        for field in ("group",):
+            if obj["spec"].get(field) != old["spec"].get(field):
+                raise invalid(rt.kind, rt.group, obj["metadata"]["name"],
+                              [(f"spec.{field}", "Invalid value: field is immutable")])
+        if obj["spec"]["names"].get("plural") != old["spec"]["names"].get("plural"):
+            raise invalid(rt.kind, rt.group, obj["metadata"]["name"],
+                          [("status.storedVersions", "Invalid value: spec.names.plural is immutable here")])
+    spec = obj["spec"]
+    names = dict(spec["names"])
+    names.setdefault("singular", names["kind"].lower())
+    names.setdefault("listKind", names["kind"] + "List")
+    spec["names"] = names
+    storage = next(v["name"] for v in spec["versions"] if v.get("storage"))
+    stored = list((old or {}).get("status", {}).get("storedVersions") or [])
+    if storage not in stored:
+        stored.append(storage)
+    obj["status"] = {
+        "conditions": [
+            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
+             "message": "no conflicts found", "lastTransitionTime": now()},
+            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+             "message": "the initial names have been accepted", "lastTransitionTime": now()},
+        ],
+        "acceptedNames": names,
+        "storedVersions": stored,
+    }
+
+
+def _webhook_config(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    causes = []
+    for i, hook in enumerate(obj.get("webhooks") or []):
+        if not isinstance(hook, dict):
+            raise bad_request("webhooks must be objects")
+        if not hook.get("name"):
+            causes.append((f"webhooks[{i}].name", "Required value"))
+        if hook.get("sideEffects") not in ("None", "NoneOnDryRun"):
+            causes.append((f"webhooks[{i}].sideEffects",
+                           f'Unsupported value: "{hook.get("sideEffects")}": supported values: "None", "NoneOnDryRun"'))
+        if not hook.get("admissionReviewVersions"):
+            causes.append((f"webhooks[{i}].admissionReviewVersions", "Required value"))
+        cc = hook.get("clientConfig") or {}
+        if bool(cc.get("url")) == bool(cc.get("service")):
+            causes.append((f"webhooks[{i}].clientConfig", "Required value: exactly one of url or service is required"))
+        t = hook.get("timeoutSeconds")
+        if t is not None and (not isinstance(t, int) or not 1 <= t <= 30):
+            causes.append((f"webhooks[{i}].timeoutSeconds", f"Invalid value: {t}: the timeout value must be between 1 and 30 seconds"))
+        hook.setdefault("failurePolicy", "Fail")
+        hook.setdefault("timeoutSeconds", 10)
+        hook.setdefault("matchPolicy", "Equivalent")
+        hook.setdefault("reinvocationPolicy", "Never")
+        hook.setdefault("namespaceSelector", {})
+        hook.setdefault("objectSelector", {})
+        for rule in hook.get("rules") or []:
+            rule.setdefault("scope", "*")
+    if causes:
+        raise invalid(rt.kind, rt.group, obj["metadata"].get("name", ""), causes)
+
+
+_TYPE_RULES = {
+    ("", "namespaces"): _namespace,
+    ("", "secrets"): _secret,
+    ("", "events"): _core_event,
+    ("events.k8s.io", "events"): _events_v1,
+    ("apiextensions.k8s.io", "customresourcedefinitions"): _crd,
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): _webhook_config,
+    ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): _webhook_config,
+}
+

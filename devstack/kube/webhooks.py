@@ -1,0 +1,293 @@
+"""Mutating admission webhook dispatch (admission.k8s.io/v1), as kube-apiserver does it.
+
+Contracts
+* Configurations are taken from the store (MutatingWebhookConfiguration objects),
+  in name order; webhooks in list order; each sees the object as mutated by the
+  previous ones. Webhook configuration objects themselves are never sent to webhooks.
+* A webhook applies when a rule matches (operations, apiGroups, apiVersions,
+  resources incl. ``*``, ``*/*``, ``res/sub``, scope), its namespaceSelector matches
+  the labels of the object's namespace (the object itself for a Namespace; always
+  for other cluster-scoped objects) and its objectSelector matches the object's
+  or the old object's labels.
+* Transport: HTTPS, verified against ``clientConfig.caBundle`` (system roots when
+  absent). ``clientConfig.url`` is called as is; ``clientConfig.service`` is sent
+  to the address configured for it (``ServiceResolver``) with TLS server name
+  ``<svc>.<ns>.svc``.
+* Call failures (connect error, timeout after ``timeoutSeconds``, non-200, bad
+  JSON, uid/apiVersion/kind mismatch, patch without patchType) obey
+  failurePolicy: Fail → 500 InternalError ``failed calling webhook "<name>": …``;
+  Ignore → skip that webhook.
+* Denial → ``admission webhook "<name>" denied the request: <message>`` with the
+  response's code (raised to ≥ 400, 400 when absent) and reason.
+* reinvocationPolicy is accepted but webhooks are not reinvoked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import logging
+import ssl
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import aiohttp
+
+from . import patching
+from .resources import ResourceType
+from .selectors import SelectorError, label_selector_from_object, labels_match
+from .status import REASONS, ApiError, internal
+
+log = logging.getLogger("fedplace.kube.webhooks")
+
+
+@dataclass
+class ServiceResolver:
+    """Where to send a ``clientConfig.service`` call: per-service overrides, then a default."""
+
+    default: tuple[str, int] | None = None
+    services: dict[str, tuple[str, int]] = field(default_factory=dict)  # "svc.ns" -> (host, port)
+
+    @classmethod
+    def parse(cls, specs: list[str]) -> "ServiceResolver":
+        """``HOST:PORT`` (every service) or ``svc.ns=HOST:PORT``; raises ValueError."""
+        r = cls()
+        for spec in specs:
+            for item in filter(None, (s.strip() for s in spec.split(","))):
+                target = item
+                name = None
+                if "=" in item:
+                    name, target = item.split("=", 1)
+                host, sep, port = target.rpartition(":")
+                if not sep or not host or not port.isdigit():
+                    raise ValueError(f"bad service address {item!r}: want HOST:PORT or svc.ns=HOST:PORT")
+                addr = (host.strip("[]"), int(port))
+                if name:
+                    r.services[name.strip()] = addr
+                else:
+                    r.default = addr
+        return r
+
+    def resolve(self, namespace: str, name: str) -> tuple[str, int] | None:
+        return self.services.get(f"{name}.{namespace}") or self.default
+
+
+@dataclass
+class Attributes:
+    """What is being admitted."""
+
+    rt: ResourceType
+    operation: str  # CREATE | UPDATE | DELETE
+    name: str
+    namespace: str
+    obj: dict[str, Any] | None
+    old: dict[str, Any] | None
+    dry_run: bool
+    sub_resource: str = ""
+    options: dict[str, Any] | None = None
+    user: dict[str, Any] = field(default_factory=lambda: {"username": "system:admin", "groups": ["system:masters", "system:authenticated"]})
+
+
+def rule_matches(rule: dict[str, Any], a: Attributes) -> bool:
+    ops = rule.get("operations") or []
+    if "*" not in ops and a.operation not in ops:
+        return False
+    groups = rule.get("apiGroups") or []
+    if "*" not in groups and a.rt.group not in groups:
+        return False
+    versions = rule.get("apiVersions") or []
+    if "*" not in versions and a.rt.version not in versions:
+        return False
+    scope = rule.get("scope") or "*"
+    if scope == "Cluster" and a.rt.namespaced or scope == "Namespaced" and not a.rt.namespaced:
+        return False
+    want = f"{a.rt.plural}/{a.sub_resource}" if a.sub_resource else a.rt.plural
+    for res in rule.get("resources") or []:
+        if res == "*/*" or res == want:
+            return True
+        r, _, sub = res.partition("/")
+        if not a.sub_resource and res == "*":
+            return True
+        if a.sub_resource and sub and (r in ("*", a.rt.plural)) and (sub in ("*", a.sub_resource)):
+            return True
+    return False
+
+
+def webhook_applies(hook: dict[str, Any], a: Attributes, namespace_labels: dict[str, str] | None) -> bool:
+    """Rules + namespaceSelector + objectSelector. ``namespace_labels`` None = not namespaced."""
+    if not any(rule_matches(r, a) for r in hook.get("rules") or []):
+        return False
+    try:
+        ns_sel = label_selector_from_object(hook.get("namespaceSelector"))
+        obj_sel = label_selector_from_object(hook.get("objectSelector"))
+    except SelectorError:
+        return False
+    if ns_sel:
+        if a.rt.group == "" and a.rt.plural == "namespaces":
+            target = a.obj or a.old or {}
+            if not labels_match(ns_sel, (target.get("metadata") or {}).get("labels")):
+                return False
+        elif a.rt.namespaced and not labels_match(ns_sel, namespace_labels or {}):
+            return False
+    if obj_sel:
+        new_l = ((a.obj or {}).get("metadata") or {}).get("labels")
+        old_l = ((a.old or {}).get("metadata") or {}).get("labels")
+        if not (labels_match(obj_sel, new_l or {}) and a.obj is not None
+                or a.old is not None and labels_match(obj_sel, old_l or {})):
+            return False
+    return True
+
+
+class CallError(Exception):
+    """A webhook call failed; subject to failurePolicy."""
+
+
+def _review(a: Attributes, obj: dict[str, Any] | None) -> dict[str, Any]:
+    gvk = {"group": a.rt.group, "version": a.rt.version, "kind": a.rt.kind}
+    gvr = {"group": a.rt.group, "version": a.rt.version, "resource": a.rt.plural}
+    req: dict[str, Any] = {
+        "uid": str(uuid.uuid4()),
+        "kind": gvk, "resource": gvr, "requestKind": gvk, "requestResource": gvr,
+        "name": a.name, "operation": a.operation, "userInfo": a.user,
+        "object": obj, "oldObject": a.old, "dryRun": a.dry_run, "options": a.options,
+    }
+    if a.sub_resource:
+        req["subResource"] = a.sub_resource
+        req["requestSubResource"] = a.sub_resource
+    if a.namespace:
+        req["namespace"] = a.namespace
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req}
+
+
+class Dispatcher:
+    def __init__(self, resolver: ServiceResolver | None = None) -> None:
+        self.resolver = resolver or ServiceResolver()
+        self._session: aiohttp.ClientSession | None = None
+        self._ssl: dict[str, ssl.SSLContext] = {}
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _context(self, ca_bundle: str | None) -> ssl.SSLContext:
+        key = ca_bundle or ""
+        ctx = self._ssl.get(key)
+        if ctx is None:
+            if ca_bundle:
+                try:
+                    pem = base64.b64decode(ca_bundle).decode()
+                except (binascii.Error, UnicodeDecodeError) as exc:
+                    raise CallError(f"invalid caBundle: {exc}") from exc
+                ctx = ssl.create_default_context(cadata=pem)
+            else:
+                ctx = ssl.create_default_context()
+            self._ssl[key] = ctx
+        return ctx
+
+    def _target(self, cc: dict[str, Any]) -> tuple[str, str | None]:
+        """(URL to connect to, TLS server name override)."""
+        if cc.get("url"):
+            return cc["url"], None
+        svc = cc.get("service") or {}
+        ns, name = svc.get("namespace", ""), svc.get("name", "")
+        addr = self.resolver.resolve(ns, name)
+        if addr is None:
+            raise CallError(f'failed to call webhook: service "{name}.{ns}" has no address configured '
+                            "(use --service-address)")
+        host = f"[{addr[0]}]" if ":" in addr[0] else addr[0]
+        path = svc.get("path") or "/"
+        return f"https://{host}:{addr[1]}{path}", f"{name}.{ns}.svc"
+
+    async def _call(self, hook: dict[str, Any], review: dict[str, Any]) -> dict[str, Any]:
+        cc = hook.get("clientConfig") or {}
+        url, server_name = self._target(cc)
+        ctx = self._context(cc.get("caBundle"))
+        timeout = float(hook.get("timeoutSeconds") or 10)
+        if self._session is None:
+            self._session = aiohttp.ClientSession(trust_env=False)
+        try:
+            async with asyncio.timeout(timeout):
+                async with self._session.post(url, json=review, ssl=ctx, server_hostname=server_name,
+                                              headers={"Accept": "application/json"}) as resp:
+                    raw = await resp.read()
+                    if resp.status != 200:
+                        raise CallError(f"failed to call webhook: the server responded with status {resp.status}")
+        except TimeoutError as exc:
+            raise CallError(f'failed to call webhook: Post "{url}": context deadline exceeded') from exc
+        except aiohttp.ClientError as exc:
+            raise CallError(f'failed to call webhook: Post "{url}": {exc}') from exc
+        try:
+            doc = json.loads(raw)
+        except ValueError as exc:
+            raise CallError(f"received invalid webhook response: {exc}") from exc
+        if not isinstance(doc, dict) or not isinstance(doc.get("response"), dict):
+            raise CallError("webhook response was absent")
+        if doc.get("apiVersion") != "admission.k8s.io/v1" or doc.get("kind") != "AdmissionReview":
+            raise CallError(f"expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got "
+                            f"{doc.get('apiVersion')}, Kind={doc.get('kind')}")
+        resp_doc = doc["response"]
+        if resp_doc.get("uid") != review["request"]["uid"]:
+            raise CallError(f"expected response.uid=\"{review['request']['uid']}\", got \"{resp_doc.get('uid')}\"")
+        if resp_doc.get("patch") and resp_doc.get("patchType") != "JSONPatch":
+            raise CallError(f"webhook returned response.patch but not response.patchType "
+                            f"(got {resp_doc.get('patchType')!r}, want \"JSONPatch\")")
+        return resp_doc
+
+    async def admit(self, a: Attributes, configs: list[dict[str, Any]],
+                    namespace_labels: Callable[[str], dict[str, str] | None]) -> dict[str, Any] | None:
+        """Run matching webhooks; returns the (possibly mutated) object or raises ApiError."""
+        if a.rt.group == "admissionregistration.k8s.io":
+            return a.obj
+        obj = a.obj
+        ns_labels = namespace_labels(a.namespace) if a.rt.namespaced and a.namespace else None
+        for config in sorted(configs, key=lambda c: c["metadata"]["name"]):
+            for hook in config.get("webhooks") or []:
+                current = Attributes(a.rt, a.operation, a.name,
+                                     a.namespace, obj, a.old, a.dry_run, a.sub_resource, a.options, a.user)
+                if not webhook_applies(hook, current, ns_labels):
+                    continue
+                name = hook.get("name", "")
+                if a.dry_run and hook.get("sideEffects") not in ("None", "NoneOnDryRun"):
+                    raise ApiError(400, f'admission webhook "{name}" does not support dry run', "BadRequest")
+                review = _review(current, obj)
+                try:
+                    result = await self._call(hook, review)
+                except CallError as exc:
+                    if hook.get("failurePolicy", "Fail") == "Ignore":
+                        log.warning("webhook failed, ignored", extra={"webhook": name, "error": str(exc)})
+                        continue
+                    log.warning("webhook failed", extra={"webhook": name, "error": str(exc)})
+                    raise internal(f'failed calling webhook "{name}": {exc}') from exc
+                if not result.get("allowed"):
+                    raise denial(name, result.get("status") or {})
+                patch = result.get("patch")
+                if patch and obj is not None:
+                    try:
+                        ops = json.loads(base64.b64decode(patch))
+                        obj = patching.json_patch(obj, ops)
+                    except (ValueError, binascii.Error, patching.PatchDecodeError, patching.PatchApplyError) as exc:
+                        raise internal(f'failed calling webhook "{name}": JSON patch failed: {exc}') from exc
+                    if not isinstance(obj, dict):
+                        raise internal(f'webhook "{name}" patch produced a non-object')
+        return obj
+
+
+def denial(name: str, status: dict[str, Any]) -> ApiError:
+    """What the API server answers when webhook ``name`` rejects (webhookerrors.ToStatusErr)."""
+    code = status.get("code") if isinstance(status.get("code"), int) else 0
+    if code < 400:
+        code = 400
+    denied = f'admission webhook "{name}" denied the request'
+    if status.get("message"):
+        message = f"{denied}: {status['message']}"
+    elif status.get("reason"):
+        message = f"{denied}: {status['reason']}"
+    else:
+        message = f"{denied} without explanation"
+    reason = status.get("reason") or REASONS.get(code, "BadRequest")
+    err = ApiError(code, message, reason, status.get("details"))
+    return err
