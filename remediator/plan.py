@@ -1,0 +1,116 @@
+"""Deciding what a remediation pass patches. Pure functions, no I/O.
+
+A *notification* is what the policy says one object's annotations should be:
+``{"resource", "namespace", "name", "annotations", "errors"?}`` (the shape of
+the remediation library's output and of ``POST /v1/notifications``). The plan
+compares each with the live object's annotations through the canonical
+serialisation shared with admission, so values never flap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+from common.annotations import annotations_to_change
+
+__all__ = ["Notification", "PatchAction", "Plan", "parse_notifications", "plan_pass"]
+
+
+@dataclass(frozen=True)
+class Notification:
+    resource: str
+    namespace: str
+    name: str
+    annotations: Mapping[str, Any]
+    errors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PatchAction:
+    """Set ``changes`` on one object's annotations; ``old`` holds the values replaced (None if absent)."""
+
+    resource: str
+    namespace: str
+    name: str
+    changes: dict[str, str]
+    old: dict[str, str | None]
+
+
+@dataclass
+class Plan:
+    actions: list[PatchAction] = field(default_factory=list)
+    in_sync: int = 0
+    missing: int = 0
+    unsatisfiable: list[Notification] = field(default_factory=list)
+    total: int = 0
+    guard_tripped: bool = False
+    would_patch: int = 0
+
+
+def parse_notifications(doc: Any) -> list[Notification]:
+    """Validate a list of notification dicts; raises ValueError with the reason."""
+    if isinstance(doc, dict) and "notifications" in doc:
+        doc = doc["notifications"]
+    if not isinstance(doc, list):
+        raise ValueError("notifications must be a JSON array")
+    out: list[Notification] = []
+    for i, item in enumerate(doc):
+        if not isinstance(item, dict):
+            raise ValueError(f"notification {i}: not an object")
+        for key in ("resource", "name"):
+            if not isinstance(item.get(key), str) or not item[key]:
+                raise ValueError(f"notification {i}: {key!r} must be a non-empty string")
+        namespace = item.get("namespace") or ""
+        if not isinstance(namespace, str):
+            raise ValueError(f"notification {i}: 'namespace' must be a string")
+        annotations = item.get("annotations")
+        annotations = {} if annotations is None else annotations
+        if not isinstance(annotations, dict):
+            raise ValueError(f"notification {i}: 'annotations' must be an object")
+        errors = item.get("errors")
+        errors = [] if errors is None else errors
+        if not isinstance(errors, list):
+            raise ValueError(f"notification {i}: 'errors' must be an array")
+        out.append(Notification(item["resource"], namespace, item["name"], annotations,
+                                tuple(str(e) for e in errors)))
+    return out
+
+
+LiveLookup = Callable[[str, str, str], Mapping[str, Any] | None]
+
+
+def plan_pass(
+    notifications: Iterable[Notification],
+    live: LiveLookup,
+    total_objects: int,
+    max_fraction: float,
+) -> Plan:
+    """Compare desired with live annotations and list the patches a pass sends.
+
+    ``live(resource, namespace, name)`` returns the live object or None (deleted).
+    When more than ``max_fraction`` of ``total_objects`` would be patched the
+    plan is marked ``guard_tripped`` and carries no actions.
+    """
+    plan = Plan(total=total_objects)
+    for n in notifications:
+        if n.errors:
+            plan.unsatisfiable.append(n)
+        if not n.annotations:
+            continue
+        obj = live(n.resource, n.namespace, n.name)
+        if obj is None:
+            plan.missing += 1
+            continue
+        current = (obj.get("metadata") or {}).get("annotations") or {}
+        changes = annotations_to_change(current, n.annotations)
+        if not changes:
+            plan.in_sync += 1
+            continue
+        old = {k: current.get(k) for k in changes}
+        plan.actions.append(PatchAction(n.resource, n.namespace, n.name, changes, old))
+    if plan.actions and len(plan.actions) > max_fraction * max(total_objects, 1):
+        plan.guard_tripped = True
+        plan.would_patch = len(plan.actions)
+        plan.actions = []
+    return plan

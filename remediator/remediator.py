@@ -1,0 +1,377 @@
+"""The remediator: patch objects whose desired annotations changed.
+
+A pass asks OPA once for every notification (the remediation library's
+output), plans the patches (:mod:`remediator.plan`) and sends them:
+
+* only when ``ready()`` says the sync has pushed every type and policy;
+* only while this replica leads (when leader election is on);
+* merge patches on ``metadata.annotations`` with the policy's keys only,
+  rate-limited, retried with backoff on 409 / 429 / 5xx, skipped when the
+  object is gone (404);
+* never when the plan would change more than ``max_fraction`` of the objects
+  (the guard: a Warning Event and a metric, nothing patched);
+* in dry-run mode, Events only.
+
+Passes are triggered by :meth:`Remediator.trigger` (the sync calls it after
+data or policy changes; triggers within ``debounce`` are folded into one), by
+a periodic full pass every ``interval`` seconds, and by ``POST
+/v1/notifications`` (bearer token), whose items are applied directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Protocol
+
+from aiohttp import web
+from kubernetes_asyncio import client
+from prometheus_client import Counter, Histogram
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+from common.annotations import annotation_merge_patch
+from common.events import EventRecorder, InvolvedObject
+from common.kube_client import KubeApiError, Resource, kube_json
+from common.opa_client import OpaClient, OpaError, TokenSource
+from remediator.config import RemediatorSettings
+from remediator.leader import LeaderElector, default_identity
+from remediator.plan import Notification, PatchAction, Plan, parse_notifications, plan_pass
+
+__all__ = ["ApiObjectSource", "ObjectSource", "PassResult", "Remediator"]
+
+log = logging.getLogger(__name__)
+
+PASSES = Counter("fedplace_remediation_passes_total", "Remediation passes, by outcome", ["outcome"])
+PATCHES = Counter("fedplace_remediation_patches_total", "Objects patched (or, in dry-run, that would be)", ["mode"])
+SKIPPED = Counter("fedplace_remediation_skipped_total", "Objects skipped, by reason", ["reason"])
+CONFLICTS = Counter("fedplace_remediation_conflicts_total", "Patches retried after a 409 Conflict")
+GUARD_TRIPS = Counter("fedplace_remediation_guard_trips_total", "Passes aborted by the max-fraction guard")
+PASS_SECONDS = Histogram("fedplace_remediation_pass_seconds", "Duration of a remediation pass")
+
+RETRYABLE = frozenset({409, 429, 500, 502, 503, 504})
+
+
+class ObjectSource(Protocol):
+    """Where the remediator reads live objects (the sync's informer caches, or the API)."""
+
+    def get(self, resource: str, namespace: str, name: str) -> Mapping[str, Any] | None: ...
+
+    def count(self, resource: str) -> int: ...
+
+
+class ApiObjectSource:
+    """An :class:`ObjectSource` over plain dicts, refreshed from the API server by :meth:`load`."""
+
+    def __init__(self, api: client.ApiClient, resources: list[Resource]) -> None:
+        self.api = api
+        self.resources = {r.plural: r for r in resources}
+        self.objects: dict[str, dict[str, dict[str, Any]]] = {}
+
+    async def load(self) -> None:
+        for plural, res in self.resources.items():
+            doc = await kube_json(self.api, "GET", res.collection_path())
+            self.objects[plural] = {res.key(o): o for o in doc.get("items") or []}
+
+    def get(self, resource: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        key = f"{namespace}/{name}" if namespace else name
+        return self.objects.get(resource, {}).get(key)
+
+    def count(self, resource: str) -> int:
+        return len(self.objects.get(resource, {}))
+
+
+@dataclass
+class PassResult:
+    patched: int = 0
+    planned: int = 0
+    skipped_missing: int = 0
+    in_sync: int = 0
+    failed: int = 0
+    unsatisfiable: int = 0
+    guard_tripped: bool = False
+    dry_run: bool = False
+
+
+class _RateLimiter:
+    """Spaces calls at least ``1/rate`` seconds apart (shared by concurrent workers)."""
+
+    def __init__(self, rate: float) -> None:
+        self.interval = 1.0 / rate
+        self.next = time.monotonic()
+        self.lock = asyncio.Lock()
+
+    async def wait(self) -> None:
+        async with self.lock:
+            now = time.monotonic()
+            delay = self.next - now
+            self.next = max(now, self.next) + self.interval
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+
+def _retryable(exc: BaseException) -> bool:
+    return isinstance(exc, KubeApiError) and exc.status in RETRYABLE
+
+
+class Remediator:
+    """Runs passes on triggers while ready (and leading); see the module docstring."""
+
+    def __init__(
+        self,
+        settings: RemediatorSettings,
+        api: client.ApiClient,
+        opa: OpaClient,
+        objects: ObjectSource,
+        ready: Callable[[], bool],
+        events: EventRecorder | None = None,
+    ) -> None:
+        self.settings = settings
+        self.api = api
+        self.opa = opa
+        self.objects = objects
+        self.ready = ready
+        self.events = events
+        self.resources = {r.plural: r for r in settings.resources}
+        self._trigger = asyncio.Event()
+        self._pass_lock = asyncio.Lock()
+        self.leader: LeaderElector | None = None
+        if settings.leader_election:
+            self.leader = LeaderElector(api, settings.lease_namespace, settings.lease_name,
+                                        settings.identity or default_identity(), settings.lease_duration)
+        self._tokens = TokenSource(token_file=settings.notifications_token_file) \
+            if settings.notifications_token_file else None
+        self.last_result: PassResult | None = None
+        self.passes = 0
+
+    # -- triggers ------------------------------------------------------------
+
+    def trigger(self, reason: str = "change") -> None:
+        """Ask for a pass soon (debounced). Never blocks."""
+        log.debug("remediation triggered", extra={"reason": reason})
+        self._trigger.set()
+
+    def is_leader(self) -> bool:
+        return self.leader is None or self.leader.is_leader
+
+    async def run(self) -> None:
+        """Wait for triggers or the interval and run passes, until cancelled."""
+        tasks: list[asyncio.Task[None]] = []
+        if self.leader is not None:
+            tasks.append(asyncio.create_task(self.leader.run(), name="remediator-lease"))
+        try:
+            self._trigger.set()  # a first full pass once ready
+            while True:
+                try:
+                    await asyncio.wait_for(self._trigger.wait(), timeout=self.settings.interval)
+                except asyncio.TimeoutError:
+                    pass
+                if self.settings.debounce > 0:
+                    await asyncio.sleep(self.settings.debounce)
+                self._trigger.clear()
+                if not self.ready():
+                    await asyncio.sleep(0.2)
+                    self._trigger.set()
+                    continue
+                if not self.is_leader():
+                    continue
+                try:
+                    await self.run_pass()
+                except asyncio.CancelledError:
+                    raise
+                except OpaError as exc:
+                    PASSES.labels("opa_error").inc()
+                    log.warning("remediation pass failed: OPA", extra={"error": str(exc)})
+                except Exception:  # noqa: BLE001 - keep the loop alive
+                    PASSES.labels("error").inc()
+                    log.exception("remediation pass failed")
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if self.leader is not None:
+                await self.leader.release()
+
+    # -- a pass ----------------------------------------------------------------
+
+    async def query_notifications(self) -> list[Notification]:
+        """One OPA query: every object's desired annotations (and errors)."""
+        doc = await self.opa.query(self.settings.query_path, {
+            "root": self.settings.root,
+            "resources": [{"plural": r.plural, "namespaced": r.namespaced} for r in self.settings.resources],
+        })
+        if doc is None:
+            return []
+        return parse_notifications(doc)
+
+    async def run_pass(self) -> PassResult:
+        """Plan against OPA's notifications and apply; returns what happened."""
+        async with self._pass_lock:
+            start = time.monotonic()
+            notifications = [n for n in await self.query_notifications() if n.resource in self.resources]
+            total = sum(self.objects.count(p) for p in self.resources)
+            plan = plan_pass(notifications, self.objects.get, total, self.settings.max_fraction)
+            result = await self._apply(plan)
+            PASS_SECONDS.observe(time.monotonic() - start)
+            PASSES.labels("guard" if result.guard_tripped else "ok").inc()
+            self.passes += 1
+            self.last_result = result
+            log.info("remediation pass", extra={"patched": result.patched, "planned": result.planned,
+                                                "in_sync": result.in_sync, "missing": result.skipped_missing,
+                                                "failed": result.failed, "guard": result.guard_tripped,
+                                                "dry_run": result.dry_run,
+                                                "seconds": round(time.monotonic() - start, 3)})
+            return result
+
+    async def apply_notifications(self, notifications: list[Notification]) -> PassResult:
+        """Apply pushed notifications (no guard: they name their objects explicitly)."""
+        async with self._pass_lock:
+            live: dict[tuple[str, str, str], Mapping[str, Any] | None] = {}
+            for n in notifications:
+                live[(n.resource, n.namespace, n.name)] = await self._get_live(n)
+            plan = plan_pass(notifications, lambda r, ns, name: live.get((r, ns, name)), len(notifications), 1.0)
+            return await self._apply(plan)
+
+    async def _get_live(self, n: Notification) -> Mapping[str, Any] | None:
+        res = self.resources.get(n.resource)
+        if res is None:
+            return None
+        try:
+            return await kube_json(self.api, "GET", res.object_path(n.name, n.namespace or None))
+        except KubeApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    async def _apply(self, plan: Plan) -> PassResult:
+        result = PassResult(planned=len(plan.actions), skipped_missing=plan.missing, in_sync=plan.in_sync,
+                            unsatisfiable=len(plan.unsatisfiable), guard_tripped=plan.guard_tripped,
+                            dry_run=self.settings.dry_run)
+        SKIPPED.labels("missing").inc(plan.missing)
+        for n in plan.unsatisfiable:
+            self._event(n.resource, n.namespace, n.name, "Warning", "PlacementUnsatisfiable",
+                        "placement policy cannot be met: " + "; ".join(n.errors))
+        if plan.guard_tripped:
+            GUARD_TRIPS.inc()
+            log.warning("remediation guard tripped: nothing patched",
+                        extra={"would_patch": plan.would_patch, "total": plan.total,
+                               "max_fraction": self.settings.max_fraction})
+            self._event_lease("Warning", "RemediationGuardTripped",
+                              f"pass would patch {plan.would_patch} of {plan.total} objects, more than "
+                              f"{self.settings.max_fraction:.0%}; nothing patched")
+            return result
+        if self.settings.dry_run:
+            for a in plan.actions:
+                PATCHES.labels("dry-run").inc()
+                self._event(a.resource, a.namespace, a.name, "Normal", "PlacementRemediationPlanned",
+                            "dry-run, not patched: " + _describe(a))
+            return result
+        limiter = _RateLimiter(self.settings.rate)
+        queue: asyncio.Queue[PatchAction] = asyncio.Queue()
+        for a in plan.actions:
+            queue.put_nowait(a)
+
+        async def worker() -> None:
+            while not queue.empty():
+                action = queue.get_nowait()
+                await limiter.wait()
+                outcome = await self._patch(action)
+                if outcome == "patched":
+                    result.patched += 1
+                elif outcome == "missing":
+                    result.skipped_missing += 1
+                else:
+                    result.failed += 1
+
+        workers = min(self.settings.concurrency, len(plan.actions))
+        await asyncio.gather(*(worker() for _ in range(workers)))
+        return result
+
+    async def _patch(self, a: PatchAction) -> str:
+        res = self.resources[a.resource]
+        path = res.object_path(a.name, a.namespace or None)
+
+        def count_conflict(state: Any) -> None:
+            exc = state.outcome.exception() if state.outcome else None
+            if isinstance(exc, KubeApiError) and exc.status == 409:
+                CONFLICTS.inc()
+
+        try:
+            async for attempt in AsyncRetrying(
+                retry=retry_if_exception(_retryable),
+                wait=wait_exponential_jitter(initial=0.05, max=2.0, jitter=0.05),
+                stop=stop_after_attempt(self.settings.patch_attempts),
+                before_sleep=count_conflict,
+                reraise=True,
+            ):
+                with attempt:
+                    await kube_json(self.api, "PATCH", path, body=annotation_merge_patch(a.changes),
+                                    content_type="application/merge-patch+json")
+        except KubeApiError as exc:
+            if exc.status == 404:
+                SKIPPED.labels("deleted").inc()
+                return "missing"
+            SKIPPED.labels("failed").inc()
+            log.warning("remediation patch failed", extra={"object": f"{a.resource}/{a.namespace}/{a.name}",
+                                                           "status": exc.status, "error": exc.message})
+            return "failed"
+        PATCHES.labels("enforce").inc()
+        self._event(a.resource, a.namespace, a.name, "Normal", "PlacementRemediated", _describe(a))
+        return "patched"
+
+    # -- events ------------------------------------------------------------------
+
+    def _event(self, resource: str, namespace: str, name: str, etype: str, reason: str, message: str) -> None:
+        if self.events is None:
+            return
+        obj = self.objects.get(resource, namespace, name) or {}
+        res = self.resources.get(resource)
+        kind = str(obj.get("kind") or "")
+        api_version = str(obj.get("apiVersion") or (res.api_version if res else ""))
+        uid = str((obj.get("metadata") or {}).get("uid") or "")
+        self.events.record(InvolvedObject(api_version, kind, name, namespace, uid), etype, reason, message)
+
+    def _event_lease(self, etype: str, reason: str, message: str) -> None:
+        if self.events is None:
+            return
+        self.events.record(InvolvedObject("coordination.k8s.io/v1", "Lease", self.settings.lease_name,
+                                          self.settings.lease_namespace), etype, reason, message)
+
+    # -- HTTP ------------------------------------------------------------------------
+
+    def add_routes(self, app: web.Application) -> None:
+        """``POST /v1/notifications``: disabled (404) unless a token file is configured."""
+        if self._tokens is not None:
+            app.router.add_post("/v1/notifications", self._handle_notifications)
+
+    async def _handle_notifications(self, request: web.Request) -> web.Response:
+        expected = self._tokens.get() if self._tokens else None
+        header = request.headers.get("Authorization", "")
+        given = header[len("Bearer "):] if header.startswith("Bearer ") else ""
+        if not expected or not hmac.compare_digest(given.encode(), expected.encode()):
+            return web.json_response({"error": "unauthorized"}, status=401)
+        if not self.ready():
+            return web.json_response({"error": "not ready: initial sync not complete"}, status=503)
+        if not self.is_leader():
+            return web.json_response({"error": "not the leader; send notifications to the leading replica"},
+                                     status=503)
+        try:
+            notifications = parse_notifications(json.loads(await request.text()))
+        except ValueError as exc:
+            return web.json_response({"error": f"bad notifications: {exc}"}, status=400)
+        unknown = sorted({n.resource for n in notifications} - set(self.resources))
+        if unknown:
+            return web.json_response({"error": f"resources not remediated here: {', '.join(unknown)}"},
+                                     status=400)
+        result = await self.apply_notifications(notifications)
+        return web.json_response({"patched": result.patched, "in_sync": result.in_sync,
+                                  "missing": result.skipped_missing, "failed": result.failed,
+                                  "dry_run": result.dry_run})
+
+
+def _describe(a: PatchAction) -> str:
+    parts = [f"{k}: {a.old.get(k)!r} -> {v!r}" for k, v in sorted(a.changes.items())]
+    return "; ".join(parts)
