@@ -12,14 +12,19 @@ pci_label := "pci-compliance-level"
 
 # Regions counted as EU jurisdiction: by provider prefix (GCE europe-*, AWS
 # eu-*) or by name (Azure *europe).
-eu_region_prefixes := {"europe-", "eu-"}
+eu_region(region) if startswith(lower(region), "europe-")
 
-eu_region(region) if {
-	some prefix in eu_region_prefixes
-	startswith(lower(region), prefix)
-}
+eu_region(region) if startswith(lower(region), "eu-")
 
 eu_region(region) if endswith(lower(region), "europe")
+
+# A whole number written in decimal digits ("0", "12"); cheap enough to run
+# per cluster, and safe: to_number is only called on such strings.
+whole_number(s) if {
+	is_string(s)
+	s != ""
+	trim_left(s, "0123456789") == ""
+}
 
 requested := object.get(input, ["metadata", "annotations"], {})
 
@@ -39,13 +44,13 @@ constrained if {
 	pci_required
 }
 
-required_pci := to_number(requested[pci_key]) if regex.match(`^[0-9]+$`, requested[pci_key])
+required_pci := to_number(requested[pci_key]) if whole_number(requested[pci_key])
 
 else := 0
 
 annotation_errors contains msg if {
 	value := requested[pci_key]
-	not regex.match(`^[0-9]+$`, value)
+	not whole_number(value)
 	msg := sprintf("annotation %s must be a whole number, got %q", [pci_key, value])
 }
 
@@ -61,22 +66,65 @@ annotation_errors contains msg if {
 	msg := sprintf("annotation %s is not valid JSON", [preferences_key])
 }
 
-cluster_pci(cluster) := to_number(level) if {
-	level := object.get(cluster, ["metadata", "labels", pci_label], "0")
-	regex.match(`^[0-9]+$`, level)
-} else := 0
+clusters := data.kubernetes.clusters
 
-cluster_eu_ok(_) if not eu_required
+# Facts about every replicated cluster, computed once per query.
+cluster_labels[name] := object.get(cluster, ["metadata", "labels", pci_label], "0") if {
+	some name, cluster in clusters
+}
 
-cluster_eu_ok(cluster) if {
-	eu_required
-	eu_region(object.get(cluster, ["status", "region"], ""))
+cluster_pci_level[name] := to_number(label) if {
+	some name, label in cluster_labels
+	is_string(label)
+	label != ""
+	trim_left(label, "0123456789") == ""
+}
+
+cluster_pci_level[name] := 0 if {
+	some name, label in cluster_labels
+	not is_string(label)
+}
+
+cluster_pci_level[name] := 0 if {
+	some name, label in cluster_labels
+	is_string(label)
+	trim_left(label, "0123456789") != ""
+}
+
+cluster_pci_level[name] := 0 if {
+	some name, label in cluster_labels
+	label == ""
+}
+
+cluster_regions[name] := lower(object.get(cluster, ["status", "region"], "")) if {
+	some name, cluster in clusters
+}
+
+eu_clusters contains name if {
+	some name, region in cluster_regions
+	startswith(region, "europe-")
+}
+
+eu_clusters contains name if {
+	some name, region in cluster_regions
+	startswith(region, "eu-")
+}
+
+eu_clusters contains name if {
+	some name, region in cluster_regions
+	endswith(region, "europe")
 }
 
 eligible_clusters contains name if {
-	some name, cluster in object.get(data, ["kubernetes", "clusters"], {})
-	cluster_eu_ok(cluster)
-	cluster_pci(cluster) >= required_pci
+	not eu_required
+	some name, level in cluster_pci_level
+	level >= required_pci
+}
+
+eligible_clusters contains name if {
+	eu_required
+	some name in eu_clusters
+	cluster_pci_level[name] >= required_pci
 }
 
 developer_preferences := json.unmarshal(requested[preferences_key]) if json.is_valid(requested[preferences_key])

@@ -27,7 +27,7 @@ else := "kubernetes"
 notifications contains n if {
 	some r in resources
 	object.get(r, "namespaced", true)
-	some namespace, objects in object.get(data, [root, r.plural], {})
+	some namespace, objects in data[root][r.plural]
 	some name, obj in objects
 	n := notification(r.plural, namespace, name, obj)
 }
@@ -35,7 +35,7 @@ notifications contains n if {
 notifications contains n if {
 	some r in resources
 	not object.get(r, "namespaced", true)
-	some name, obj in object.get(data, [root, r.plural], {})
+	some name, obj in data[root][r.plural]
 	n := notification(r.plural, "", name, obj)
 }
 
