@@ -79,7 +79,7 @@ def deadline_retrying(
     **kwargs: Any,
 ) -> AsyncRetrying:
     """Retry ``retry_on`` errors until the deadline; the last error is re-raised."""
-    fallback = wait_exponential_jitter(initial=backoff.initial, max=backoff.maximum, jitter=backoff.jitter)
+    fallback = wait_exponential_jitter(multiplier=backoff.initial, max=backoff.maximum, jitter=backoff.jitter)
     return AsyncRetrying(
         retry=retry_if_exception_type(retry_on),
         wait=WaitRetryAfter(fallback, deadline),
@@ -104,7 +104,7 @@ def forever_retrying(
     **kwargs: Any,
 ) -> AsyncRetrying:
     """Retry ``retry_on`` errors until the task is cancelled."""
-    fallback = wait_exponential_jitter(initial=backoff.initial, max=backoff.maximum, jitter=backoff.jitter)
+    fallback = wait_exponential_jitter(multiplier=backoff.initial, max=backoff.maximum, jitter=backoff.jitter)
     return AsyncRetrying(
         retry=retry_if_exception_type(retry_on),
         wait=WaitRetryAfter(fallback),

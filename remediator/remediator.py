@@ -302,7 +302,7 @@ class Remediator:
         try:
             async for attempt in AsyncRetrying(
                 retry=retry_if_exception(_retryable),
-                wait=wait_exponential_jitter(initial=0.05, max=2.0, jitter=0.05),
+                wait=wait_exponential_jitter(multiplier=0.05, max=2.0, jitter=0.05),
                 stop=stop_after_attempt(self.settings.patch_attempts),
                 before_sleep=count_conflict,
                 reraise=True,
