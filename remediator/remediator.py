@@ -176,7 +176,11 @@ class Remediator:
                     await asyncio.sleep(0.2)
                     self._trigger.set()
                     continue
-                if not self.is_leader():
+                if not self.is_leader() and self.leader is not None:
+                    # Keep the request; run it once this replica leads.
+                    self._trigger.set()
+                    self.leader.changed.clear()
+                    await self.leader.changed.wait()
                     continue
                 try:
                     await self.run_pass()

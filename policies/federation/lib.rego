@@ -7,6 +7,11 @@ pci_key := "policy.federation.alpha.kubernetes.io/pci-compliance-level"
 
 preferences_key := "federation.kubernetes.io/replica-set-preferences"
 
+# Who wrote the preferences: "policy" when this policy computed them (so a
+# later decision recomputes them from scratch), "developer" otherwise (so the
+# developer's choice is kept, restricted to eligible clusters).
+source_key := "fedplace.io/replica-set-preferences-source"
+
 # The cluster label that carries a cluster's PCI compliance level.
 pci_label := "pci-compliance-level"
 
@@ -127,7 +132,19 @@ eligible_clusters contains name if {
 	cluster_pci_level[name] >= required_pci
 }
 
-developer_preferences := json.unmarshal(requested[preferences_key]) if json.is_valid(requested[preferences_key])
+developer_set_preferences if {
+	requested[preferences_key]
+	not requested[source_key] == "policy"
+}
+
+developer_preferences := json.unmarshal(requested[preferences_key]) if {
+	developer_set_preferences
+	json.is_valid(requested[preferences_key])
+}
+
+preferences_source := "developer" if count(developer_clusters) > 0
+
+else := "policy"
 
 developer_clusters contains name if {
 	some name, _ in object.get(developer_preferences, "clusters", {})

@@ -24,6 +24,11 @@ annotations[placement.preferences_key] := prefs if {
 	prefs := placement.preferences
 }
 
+annotations[placement.source_key] := placement.preferences_source if {
+	placement.constrained
+	count(placement.eligible_clusters) > 0
+}
+
 errors contains msg if {
 	placement.constrained
 	count(placement.eligible_clusters) == 0

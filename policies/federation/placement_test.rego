@@ -33,6 +33,7 @@ test_eu_and_pci_selects_matching_clusters if {
 		"clusters": {"gce-europe-west1": {"weight": 1}, "aws-eu-central-1": {"weight": 1}},
 		"rebalance": true,
 	}
+	decision.annotations[source_key] == "policy"
 }
 
 test_eu_only_includes_every_eu_region if {
@@ -104,4 +105,22 @@ test_unlabelled_cluster_counts_as_level_zero if {
 	prefs := admission.annotations[prefs_key] with input as rs({eu_key: "true", pci_key: "0"})
 		with data.kubernetes.clusters as clusters
 	prefs.clusters["aws-eu-west-1-nolabel"] == {"weight": 1}
+}
+
+source_key := "fedplace.io/replica-set-preferences-source"
+
+test_preferences_set_by_the_policy_are_recomputed if {
+	earlier := json.marshal({"clusters": {"gce-us-central1": {"weight": 1}, "aws-eu-central-1": {"weight": 1}}})
+	decision := admission with input as rs({pci_key: "3", prefs_key: earlier, source_key: "policy"})
+		with data.kubernetes.clusters as json.patch(clusters, [{"op": "replace", "path": "/gce-us-central1/metadata/labels/pci-compliance-level", "value": "1"}])
+	count(decision.errors) == 0
+	object.keys(decision.annotations[prefs_key].clusters) == {"aws-eu-central-1"}
+	decision.annotations[source_key] == "policy"
+}
+
+test_developer_preferences_are_marked_as_such if {
+	mine := json.marshal({"clusters": {"aws-eu-central-1": {"weight": 1}}})
+	decision := admission with input as rs({pci_key: "3", prefs_key: mine})
+		with data.kubernetes.clusters as clusters
+	decision.annotations[source_key] == "developer"
 }

@@ -1,0 +1,241 @@
+"""The remediator against the devstack engine and API server, over HTTP.
+
+The remediator runs in-process with an :class:`ApiObjectSource`; OPA holds the
+placement policy, the remediation library, and a mirror of the ReplicaSets and
+clusters written through OPA's data API (what opa-kube-sync does in
+production — tested end to end in tests/sync).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from common.events import EventRecorder
+from common.kube_client import Resource, kube_json
+from common.opa_client import OpaClient, OpaSettings
+from remediator.config import RemediatorSettings
+from remediator.remediator import ApiObjectSource, Remediator
+
+ROOT = Path(__file__).resolve().parents[2]
+PREFS = "federation.kubernetes.io/replica-set-preferences"
+PCI = "policy.federation.alpha.kubernetes.io/pci-compliance-level"
+RS = Resource("apps", "v1", "replicasets", True)
+NS = "shop"
+
+CLUSTERS = {
+    "eu-a": {"metadata": {"name": "eu-a", "labels": {"pci-compliance-level": "3"}}, "status": {"region": "europe-west1"}},
+    "eu-b": {"metadata": {"name": "eu-b", "labels": {"pci-compliance-level": "1"}}, "status": {"region": "eu-west-1"}},
+}
+
+
+def rs_body(name: str, annotations: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": name, "namespace": NS, "annotations": annotations},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
+
+
+async def load_policies(opa) -> None:
+    for path in ("policies/federation/placement.rego", "policies/federation/lib.rego", "policies/lib/remediation.rego"):
+        status, body = await opa.request("PUT", "/v1/policies/test/" + path, data=(ROOT / path).read_text())
+        assert status == 200, body
+
+
+async def mirror(api, opa, clusters: dict[str, Any]) -> None:
+    """Put the API server's ReplicaSets and ``clusters`` into OPA, as the sync would."""
+    doc = await kube_json(api, "GET", RS.collection_path())
+    layout: dict[str, dict[str, Any]] = {}
+    for item in doc["items"]:
+        item.setdefault("kind", "ReplicaSet")  # list items omit it; the sync's informer restores it
+        item.setdefault("apiVersion", "apps/v1")
+        layout.setdefault(item["metadata"]["namespace"], {})[item["metadata"]["name"]] = item
+    assert (await opa.request("PUT", "/v1/data/kubernetes/replicasets", json_body=layout))[0] == 204
+    assert (await opa.request("PUT", "/v1/data/kubernetes/clusters", json_body=clusters))[0] == 204
+
+
+async def annotations_of(api, name: str) -> dict[str, str]:
+    obj = await kube_json(api, "GET", RS.object_path(name, NS))
+    return obj["metadata"].get("annotations") or {}
+
+
+@pytest.fixture
+async def world(kube, kube_api, opa):
+    """Namespace, policies, three ReplicaSets (two constrained), mirrored into OPA."""
+    await kube_json(kube_api, "POST", "/api/v1/namespaces",
+                    body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    await load_policies(opa)
+    await kube_json(kube_api, "POST", RS.collection_path(NS), body=rs_body("pci2", {PCI: "2"}))
+    await kube_json(kube_api, "POST", RS.collection_path(NS), body=rs_body("pci1", {PCI: "1"}))
+    await kube_json(kube_api, "POST", RS.collection_path(NS), body=rs_body("free", {"team": "web"}))
+    await mirror(kube_api, opa, CLUSTERS)
+    return kube_api
+
+
+def make(api, opa, mode: str = "enforce", **kw: Any) -> tuple[Remediator, ApiObjectSource, OpaClient]:
+    events = kw.pop("events", None)
+    kw.setdefault("max_fraction", 1.0)  # three objects: the guard has its own test
+    settings = RemediatorSettings(mode=mode, resources=[RS], leader_election=kw.pop("leader_election", False),
+                                  debounce=0.0, **kw)
+    client = OpaClient(OpaSettings(url=opa.url, token=opa.token))
+    source = ApiObjectSource(api, [RS])
+    return Remediator(settings, api, client, source, ready=lambda: True, events=events), source, client
+
+
+def prefs(annotations: dict[str, str]) -> set[str]:
+    return set(json.loads(annotations[PREFS])["clusters"])
+
+
+async def test_label_downgrade_reannotates_affected_only_and_second_pass_is_idle(world, opa):
+    api = world
+    rem, source, client = make(api, opa)
+    try:
+        await source.load()
+        first = await rem.run_pass()
+        assert first.patched == 2 and first.failed == 0
+        assert prefs(await annotations_of(api, "pci2")) == {"eu-a"}
+        assert prefs(await annotations_of(api, "pci1")) == {"eu-a", "eu-b"}
+        assert await annotations_of(api, "free") == {"team": "web"}
+
+        downgraded = json.loads(json.dumps(CLUSTERS))
+        downgraded["eu-b"]["metadata"]["labels"]["pci-compliance-level"] = "0"
+        await mirror(api, opa, downgraded)
+        await source.load()
+        pci2_before = await kube_json(api, "GET", RS.object_path("pci2", NS))
+        second = await rem.run_pass()
+        assert second.patched == 1 and second.in_sync == 1
+        assert prefs(await annotations_of(api, "pci1")) == {"eu-a"}
+        pci2_after = await kube_json(api, "GET", RS.object_path("pci2", NS))
+        assert pci2_after["metadata"]["resourceVersion"] == pci2_before["metadata"]["resourceVersion"]
+        assert (await annotations_of(api, "pci1"))[PCI] == "1"  # the developer's own annotation kept
+
+        await mirror(api, opa, downgraded)
+        await source.load()
+        third = await rem.run_pass()
+        assert third.patched == 0 and third.in_sync == 2
+    finally:
+        await client.close()
+
+
+async def test_dry_run_patches_nothing_and_records_events(world, opa):
+    api = world
+    events = EventRecorder(api, "test-remediator")
+    task = asyncio.create_task(events.run())
+    rem, source, client = make(api, opa, mode="dry-run", events=events)
+    try:
+        await source.load()
+        result = await rem.run_pass()
+        assert result.dry_run and result.planned == 2 and result.patched == 0
+        assert PREFS not in await annotations_of(api, "pci2")
+        await events.flush()
+        evs = await kube_json(api, "GET", f"/api/v1/namespaces/{NS}/events")
+        reasons = {(e["involvedObject"]["name"], e["reason"]) for e in evs["items"]}
+        assert ("pci2", "PlacementRemediationPlanned") in reasons
+        assert ("pci1", "PlacementRemediationPlanned") in reasons
+    finally:
+        task.cancel()
+        await client.close()
+
+
+async def test_guard_trips_and_patches_nothing(world, opa):
+    api = world
+    rem, source, client = make(api, opa, max_fraction=0.5)  # 2 of 3 objects would change
+    try:
+        await source.load()
+        result = await rem.run_pass()
+        assert result.guard_tripped and result.patched == 0
+        assert PREFS not in await annotations_of(api, "pci2")
+        assert PREFS not in await annotations_of(api, "pci1")
+    finally:
+        await client.close()
+
+
+@pytest.mark.devstack_only
+async def test_conflict_on_patch_is_retried(world, opa, kube):
+    api = world
+    rem, source, client = make(api, opa)
+    try:
+        await source.load()
+        await kube.set_faults({"fail": {"path": RS.object_path("pci2", NS), "method": "PATCH",
+                                        "status": 409, "count": 2}})
+        result = await rem.run_pass()
+        assert result.patched == 2 and result.failed == 0
+        assert prefs(await annotations_of(api, "pci2")) == {"eu-a"}
+    finally:
+        await client.close()
+
+
+async def test_object_deleted_during_pass_is_skipped(world, opa):
+    api = world
+    rem, source, client = make(api, opa)
+    try:
+        await source.load()  # the remediator still believes pci1 exists…
+        await kube_json(api, "DELETE", RS.object_path("pci1", NS))  # …but it is gone
+        result = await rem.run_pass()
+        assert result.patched == 1 and result.skipped_missing == 1 and result.failed == 0
+        doc = await kube_json(api, "GET", RS.collection_path(NS))
+        assert sorted(i["metadata"]["name"] for i in doc["items"]) == ["free", "pci2"]
+    finally:
+        await client.close()
+
+
+async def test_two_replicas_one_leader_patches(world, opa):
+    api = world
+    a, source_a, client_a = make(api, opa, leader_election=True, identity="replica-a", lease_namespace="default")
+    b, source_b, client_b = make(api, opa, leader_election=True, identity="replica-b", lease_namespace="default")
+    tasks = [asyncio.create_task(a.run()), asyncio.create_task(b.run())]
+    try:
+        await source_a.load()
+        await source_b.load()
+        for _ in range(100):
+            if PREFS in await annotations_of(api, "pci2") and (a.passes + b.passes) >= 1:
+                break
+            await asyncio.sleep(0.05)
+        assert sum(r.is_leader() for r in (a, b)) == 1
+        leader = a if a.is_leader() else b
+        follower = b if leader is a else a
+        assert leader.passes >= 1 and follower.passes == 0
+        assert prefs(await annotations_of(api, "pci2")) == {"eu-a"}
+        lease = await kube_json(api, "GET", "/apis/coordination.k8s.io/v1/namespaces/default/leases/fedplace-remediator")
+        assert lease["spec"]["holderIdentity"] == leader.leader.identity
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await client_a.close()
+        await client_b.close()
+
+
+async def test_notifications_endpoint(world, opa, tmp_path, aiohttp_client):
+    api = world
+    token_file = tmp_path / "token"
+    token_file.write_text("s3cret\n")
+    rem, source, client = make(api, opa, notifications_token_file=str(token_file))
+    app = web.Application()
+    rem.add_routes(app)
+    http = await aiohttp_client(app)
+    item = {"resource": "replicasets", "namespace": NS, "name": "free",
+            "annotations": {PREFS: {"clusters": {"eu-b": {"weight": 2}}}}}
+    try:
+        resp = await http.post("/v1/notifications", json=[item])
+        assert resp.status == 401
+        resp = await http.post("/v1/notifications", json=[item], headers={"Authorization": "Bearer wrong"})
+        assert resp.status == 401
+        resp = await http.post("/v1/notifications", data="{bad", headers={"Authorization": "Bearer s3cret"})
+        assert resp.status == 400
+        resp = await http.post("/v1/notifications", json=[item], headers={"Authorization": "Bearer s3cret"})
+        assert resp.status == 200, await resp.text()
+        assert (await resp.json())["patched"] == 1
+        ann = await annotations_of(api, "free")
+        assert json.loads(ann[PREFS]) == {"clusters": {"eu-b": {"weight": 2}}} and ann["team"] == "web"
+        resp = await http.post("/v1/notifications", json=[item], headers={"Authorization": "Bearer s3cret"})
+        assert (await resp.json()) == {"patched": 0, "in_sync": 1, "missing": 0, "failed": 0, "dry_run": False}
+    finally:
+        await client.close()
