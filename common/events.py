@@ -161,7 +161,8 @@ class EventRecorder:
                 if exc.status != 404:
                     raise
                 self._aggregates.pop(key, None)  # deleted or expired: start again
-        name = f"{obj.name or 'object'}.{uuid.uuid4().hex[:16]}"
+        # A generateName prefix ends in "-", which cannot end a DNS label: trim it (and cap the length).
+        name = f"{obj.name[:200].rstrip('-.') or 'object'}.{uuid.uuid4().hex[:16]}"
         involved = obj.as_ref()
         event = {
             "apiVersion": "v1",

@@ -1,0 +1,55 @@
+"""``fedplace-admission``: run the mutating admission webhook until SIGTERM/SIGINT.
+
+Exit codes: 0 after a graceful shutdown, 2 for invalid configuration (the
+message names the field), 1 when the server cannot start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from typing import Sequence
+
+from admission.config import AdmissionConfig, ConfigError, load_config
+from admission.webhook import COMPONENT, Webhook
+from common.logs import configure_logging
+
+log = logging.getLogger("admission")
+
+
+async def serve(config: AdmissionConfig) -> None:
+    """Start the webhook, wait for a termination signal, stop gracefully."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    webhook = Webhook(config)
+    await webhook.start()
+    try:
+        await stop.wait()
+        log.info("termination signal received; shutting down gracefully")
+    finally:
+        await webhook.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        config = load_config(argv)
+    except ConfigError as exc:
+        print(f"fedplace-admission: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(COMPONENT, config.log_level)
+    try:
+        asyncio.run(serve(config))
+    except KeyboardInterrupt:
+        return 0
+    except Exception as exc:  # noqa: BLE001 - report startup failures in one line
+        log.error("admission webhook failed", extra={"error": f"{exc.__class__.__name__}: {exc}"})
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

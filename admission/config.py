@@ -1,0 +1,429 @@
+"""Configuration of ``fedplace-admission``: a file (YAML or JSON) plus flags.
+
+Pure parsing and validation: :func:`load_config` turns ``argv`` (and the file
+named by ``--config``) into an :class:`AdmissionConfig`, or raises
+:class:`ConfigError` naming the offending field. Flags override the file.
+
+File format (every key optional; YAML or JSON)::
+
+    listen: 127.0.0.1:8443
+    tls:
+      cert_file: /tls/tls.crt
+      private_key_file: /tls/tls.key
+      client_ca_file: /tls/apiserver-ca.crt   # require client certs signed by it
+      reload_interval: 10                     # seconds between mtime checks
+    kubeconfig: /etc/kubeconfig               # absent: in-cluster config
+    policy_namespace: kube-federation-scheduling-policy
+    opa:
+      url: https://opa.opa.svc:8181           # server root, …/v1, or a full decision URL
+      decision_path: /v1/data/io/k8s/federation/admission
+      token_file: /var/run/secrets/opa/token  # or token: … (not both)
+      ca_file: /tls/opa-ca.crt
+      timeout: 2                              # seconds, per attempt
+    deadline: 5                               # seconds, for the whole decision
+    retry: {initial: 0.05, max: 1.0, jitter: 0.05}
+    max_body_bytes: 3145728
+    events: {burst: 10, refill_seconds: 10}
+    log_level: info
+
+The original proposal's format is accepted too: ``{"EnforceSchedulingPolicy":
+{"url": "<full decision URL>", "token": "…"}}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+from urllib.parse import urlsplit, urlunsplit
+
+import yaml
+
+from common.retry import Backoff
+
+__all__ = [
+    "AdmissionConfig",
+    "ConfigError",
+    "DEFAULT_DECISION_PATH",
+    "DEFAULT_POLICY_NAMESPACE",
+    "build_parser",
+    "config_from_mapping",
+    "load_config",
+    "split_opa_url",
+]
+
+DEFAULT_DECISION_PATH = "/v1/data/io/k8s/federation/admission"
+DEFAULT_POLICY_NAMESPACE = "kube-federation-scheduling-policy"
+DEFAULT_LISTEN = "127.0.0.1:8443"
+MAX_WEBHOOK_TIMEOUT = 30.0  # admissionregistration's timeoutSeconds upper bound
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+class ConfigError(ValueError):
+    """Invalid configuration; ``field`` names the setting at fault."""
+
+    def __init__(self, field_name: str, message: str) -> None:
+        super().__init__(f"{field_name}: {message}")
+        self.field = field_name
+
+
+@dataclass(frozen=True)
+class TlsConfig:
+    cert_file: str | None = None
+    private_key_file: str | None = None
+    client_ca_file: str | None = None
+    reload_interval: float = 10.0
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.cert_file)
+
+
+@dataclass(frozen=True)
+class OpaConfig:
+    url: str = "http://127.0.0.1:8181"
+    decision_path: str = DEFAULT_DECISION_PATH
+    token: str | None = field(default=None, repr=False)
+    token_file: str | None = None
+    ca_file: str | None = None
+    timeout: float = 2.0
+
+    @property
+    def decision_url(self) -> str:
+        return self.url.rstrip("/") + self.decision_path
+
+    @property
+    def query_path(self) -> str:
+        """The document path under ``/v1/data/`` (``io/k8s/federation/admission``)."""
+        return self.decision_path[len("/v1/data/"):].strip("/")
+
+
+@dataclass(frozen=True)
+class EventsConfig:
+    burst: int = 10
+    refill_seconds: float = 10.0
+
+
+@dataclass(frozen=True)
+class AdmissionConfig:
+    """Every setting of the webhook, validated."""
+
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 8443
+    tls: TlsConfig = TlsConfig()
+    kubeconfig: str | None = None
+    policy_namespace: str = DEFAULT_POLICY_NAMESPACE
+    opa: OpaConfig = OpaConfig()
+    deadline: float = 5.0
+    retry: Backoff = Backoff()
+    max_body_bytes: int = 3 * 1024 * 1024
+    events: EventsConfig = EventsConfig()
+    log_level: str = "info"
+    shutdown_timeout: float = 15.0
+
+    @property
+    def listen(self) -> str:
+        host = f"[{self.listen_host}]" if ":" in self.listen_host else self.listen_host
+        return f"{host}:{self.listen_port}"
+
+
+# -- helpers -------------------------------------------------------------------
+
+
+def split_opa_url(url: str, field_name: str = "opa.url") -> tuple[str, str | None]:
+    """Split an OPA URL into (server root, decision path or None).
+
+    ``http://opa:8181``, ``http://opa:8181/v1`` → (root, None);
+    ``http://opa:8181/v1/data/io/k8s/x`` → (root, ``/v1/data/io/k8s/x``).
+    """
+    if not isinstance(url, str) or not url.strip():
+        raise ConfigError(field_name, "must be a non-empty URL")
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https"):
+        raise ConfigError(field_name, f"{url!r}: scheme must be http or https")
+    if not parts.hostname:
+        raise ConfigError(field_name, f"{url!r}: no host")
+    try:
+        parts.port  # noqa: B018 - validates the port
+    except ValueError as exc:
+        raise ConfigError(field_name, f"{url!r}: {exc}") from exc
+    if parts.query or parts.fragment:
+        raise ConfigError(field_name, f"{url!r}: no query or fragment allowed")
+    path = parts.path.rstrip("/")
+    decision: str | None = None
+    idx = path.find("/v1/data/")
+    if idx >= 0:
+        decision = path[idx:]
+        path = path[:idx]
+    elif path.endswith("/v1"):
+        path = path[: -len("/v1")]
+    root = urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+    return root, decision
+
+
+def _parse_listen(value: Any) -> tuple[str, int]:
+    if not isinstance(value, str) or ":" not in value:
+        raise ConfigError("listen", f"{value!r}: expected HOST:PORT")
+    host, _, port_s = value.rpartition(":")
+    host = host.strip("[]")
+    try:
+        port = int(port_s)
+    except ValueError as exc:
+        raise ConfigError("listen", f"{value!r}: port is not a number") from exc
+    if not 0 <= port <= 65535:
+        raise ConfigError("listen", f"{value!r}: port out of range")
+    return host or "0.0.0.0", port
+
+
+def _number(section: Mapping[str, Any], key: str, name: str, default: float, *, positive: bool = True,
+            maximum: float | None = None) -> float:
+    value = section.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(name, f"{value!r}: must be a number")
+    value = float(value)
+    if positive and value <= 0:
+        raise ConfigError(name, f"{value}: must be > 0")
+    if value < 0:
+        raise ConfigError(name, f"{value}: must be >= 0")
+    if maximum is not None and value > maximum:
+        raise ConfigError(name, f"{value}: must be <= {maximum:g}")
+    return value
+
+
+def _string(section: Mapping[str, Any], key: str, name: str, default: str | None = None) -> str | None:
+    value = section.get(key, default)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ConfigError(name, f"must be a string, got {type(value).__name__}")
+    return value or None
+
+
+def _section(doc: Mapping[str, Any], key: str) -> dict[str, Any]:
+    value = doc.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(key, "must be a mapping")
+    return dict(value)
+
+
+def _only(section: Mapping[str, Any], allowed: Sequence[str], prefix: str) -> None:
+    for key in section:
+        if key not in allowed:
+            name = f"{prefix}.{key}" if prefix else str(key)
+            raise ConfigError(name, f"unknown setting (expected one of: {', '.join(allowed)})")
+
+
+def _readable(path: str | None, name: str) -> str | None:
+    if path is None:
+        return None
+    if not os.path.isfile(path) or not os.access(path, os.R_OK):
+        raise ConfigError(name, f"{path!r}: not a readable file")
+    return path
+
+
+_TOP = ("listen", "tls", "kubeconfig", "policy_namespace", "opa", "deadline", "retry", "max_body_bytes",
+        "events", "log_level", "shutdown_timeout", "EnforceSchedulingPolicy")
+
+
+def _from_proposal(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """Rewrite ``{"EnforceSchedulingPolicy": {"url", "token"}}`` into the ``opa`` section."""
+    esp = doc.get("EnforceSchedulingPolicy")
+    if not isinstance(esp, Mapping):
+        raise ConfigError("EnforceSchedulingPolicy", "must be a mapping with url (and token)")
+    _only(esp, ("url", "token"), "EnforceSchedulingPolicy")
+    if "opa" in doc:
+        raise ConfigError("EnforceSchedulingPolicy", "cannot be combined with an opa section")
+    if "url" not in esp:
+        raise ConfigError("EnforceSchedulingPolicy.url", "required")
+    out = {k: v for k, v in doc.items() if k != "EnforceSchedulingPolicy"}
+    out["opa"] = {"url": esp["url"], **({"token": esp["token"]} if esp.get("token") is not None else {})}
+    return out
+
+
+def config_from_mapping(doc: Mapping[str, Any]) -> AdmissionConfig:
+    """Validate a configuration document (the file's contents, flags merged in)."""
+    if not isinstance(doc, Mapping):
+        raise ConfigError("config", "the configuration must be a mapping")
+    _only(doc, _TOP, "")
+    if "EnforceSchedulingPolicy" in doc:
+        doc = _from_proposal(doc)
+
+    host, port = _parse_listen(doc.get("listen", DEFAULT_LISTEN))
+
+    tls_doc = _section(doc, "tls")
+    _only(tls_doc, ("cert_file", "private_key_file", "client_ca_file", "reload_interval"), "tls")
+    cert = _readable(_string(tls_doc, "cert_file", "tls.cert_file"), "tls.cert_file")
+    key = _readable(_string(tls_doc, "private_key_file", "tls.private_key_file"), "tls.private_key_file")
+    client_ca = _readable(_string(tls_doc, "client_ca_file", "tls.client_ca_file"), "tls.client_ca_file")
+    if bool(cert) != bool(key):
+        raise ConfigError("tls.private_key_file" if cert else "tls.cert_file",
+                          "tls.cert_file and tls.private_key_file go together")
+    if client_ca and not cert:
+        raise ConfigError("tls.client_ca_file", "needs tls.cert_file and tls.private_key_file")
+    tls = TlsConfig(cert, key, client_ca,
+                    _number(tls_doc, "reload_interval", "tls.reload_interval", TlsConfig.reload_interval))
+
+    opa_doc = _section(doc, "opa")
+    _only(opa_doc, ("url", "decision_path", "token", "token_file", "ca_file", "timeout"), "opa")
+    root, path_in_url = split_opa_url(opa_doc.get("url", OpaConfig.url))
+    decision_path = _string(opa_doc, "decision_path", "opa.decision_path")
+    if decision_path and path_in_url and decision_path != path_in_url:
+        raise ConfigError("opa.decision_path", f"conflicts with the path in opa.url ({path_in_url})")
+    decision_path = decision_path or path_in_url or DEFAULT_DECISION_PATH
+    if not decision_path.startswith("/v1/data/") or len(decision_path.strip("/")) <= len("v1/data"):
+        raise ConfigError("opa.decision_path", f"{decision_path!r}: must start with /v1/data/ and name a document")
+    token = _string(opa_doc, "token", "opa.token")
+    token_file = _readable(_string(opa_doc, "token_file", "opa.token_file"), "opa.token_file")
+    if token and token_file:
+        raise ConfigError("opa.token", "set opa.token or opa.token_file, not both")
+    opa = OpaConfig(
+        url=root,
+        decision_path="/" + decision_path.strip("/"),
+        token=token,
+        token_file=token_file,
+        ca_file=_readable(_string(opa_doc, "ca_file", "opa.ca_file"), "opa.ca_file"),
+        timeout=_number(opa_doc, "timeout", "opa.timeout", OpaConfig.timeout, maximum=MAX_WEBHOOK_TIMEOUT),
+    )
+
+    deadline = _number(doc, "deadline", "deadline", 5.0, maximum=MAX_WEBHOOK_TIMEOUT - 1)
+
+    retry_doc = _section(doc, "retry")
+    _only(retry_doc, ("initial", "max", "jitter"), "retry")
+    initial = _number(retry_doc, "initial", "retry.initial", Backoff.initial)
+    maximum = _number(retry_doc, "max", "retry.max", Backoff.maximum)
+    if maximum < initial:
+        raise ConfigError("retry.max", f"{maximum} is below retry.initial ({initial})")
+    jitter = _number(retry_doc, "jitter", "retry.jitter", Backoff.jitter, positive=False)
+
+    max_body = doc.get("max_body_bytes", AdmissionConfig.max_body_bytes)
+    if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1024:
+        raise ConfigError("max_body_bytes", f"{max_body!r}: must be an integer >= 1024")
+
+    events_doc = _section(doc, "events")
+    _only(events_doc, ("burst", "refill_seconds"), "events")
+    burst = events_doc.get("burst", EventsConfig.burst)
+    if isinstance(burst, bool) or not isinstance(burst, int) or burst < 1:
+        raise ConfigError("events.burst", f"{burst!r}: must be an integer >= 1")
+    events = EventsConfig(burst, _number(events_doc, "refill_seconds", "events.refill_seconds",
+                                         EventsConfig.refill_seconds))
+
+    log_level = doc.get("log_level", "info")
+    if not isinstance(log_level, str) or log_level.lower() not in LOG_LEVELS:
+        raise ConfigError("log_level", f"{log_level!r}: expected one of {', '.join(LOG_LEVELS)}")
+
+    namespace = _string(doc, "policy_namespace", "policy_namespace", DEFAULT_POLICY_NAMESPACE)
+    if not namespace:
+        raise ConfigError("policy_namespace", "must not be empty")
+
+    return AdmissionConfig(
+        listen_host=host,
+        listen_port=port,
+        tls=tls,
+        kubeconfig=_string(doc, "kubeconfig", "kubeconfig"),
+        policy_namespace=namespace,
+        opa=opa,
+        deadline=deadline,
+        retry=Backoff(initial=initial, maximum=maximum, jitter=jitter),
+        max_body_bytes=max_body,
+        events=events,
+        log_level=log_level.lower(),
+        shutdown_timeout=_number(doc, "shutdown_timeout", "shutdown_timeout", AdmissionConfig.shutdown_timeout),
+    )
+
+
+# -- command line ----------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="fedplace-admission",
+        description="Mutating admission webhook: placement decided by OPA (fail closed when policies exist).",
+    )
+    p.add_argument("--config", help="YAML/JSON configuration file; flags override it")
+    p.add_argument("--listen", help=f"HOST:PORT to serve on (default {DEFAULT_LISTEN})")
+    p.add_argument("--tls-cert-file", help="serving certificate (PEM); without it: plain HTTP, local use only")
+    p.add_argument("--tls-private-key-file", help="serving key (PEM)")
+    p.add_argument("--client-ca-file", help="require client certificates signed by this CA (the API server's)")
+    p.add_argument("--kubeconfig", help="kubeconfig of the federation API server (default: $KUBECONFIG, in-cluster)")
+    p.add_argument("--policy-namespace", help=f"namespace of the policy ConfigMaps (default {DEFAULT_POLICY_NAMESPACE})")
+    p.add_argument("--opa-url", help="OPA server root, or a full decision URL (…/v1/data/…)")
+    p.add_argument("--opa-decision-path", help=f"decision document (default {DEFAULT_DECISION_PATH})")
+    p.add_argument("--opa-token-file", help="file holding OPA's bearer token (re-read when it changes)")
+    p.add_argument("--opa-ca-file", help="CA bundle verifying OPA's certificate")
+    p.add_argument("--opa-timeout", type=float, help="seconds per OPA attempt (default 2)")
+    p.add_argument("--deadline", type=float, help="seconds for the whole decision, retries included (default 5)")
+    p.add_argument("--log-level", help="debug, info, warning, error (default info)")
+    return p
+
+
+_FLAG_TARGETS: dict[str, tuple[str, ...]] = {
+    "listen": ("listen",),
+    "tls_cert_file": ("tls", "cert_file"),
+    "tls_private_key_file": ("tls", "private_key_file"),
+    "client_ca_file": ("tls", "client_ca_file"),
+    "kubeconfig": ("kubeconfig",),
+    "policy_namespace": ("policy_namespace",),
+    "opa_url": ("opa", "url"),
+    "opa_decision_path": ("opa", "decision_path"),
+    "opa_token_file": ("opa", "token_file"),
+    "opa_ca_file": ("opa", "ca_file"),
+    "opa_timeout": ("opa", "timeout"),
+    "deadline": ("deadline",),
+    "log_level": ("log_level",),
+}
+
+
+def read_config_file(path: str) -> dict[str, Any]:
+    """Parse a YAML or JSON file (JSON is YAML); empty file → {}."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise ConfigError("--config", f"{path!r}: {exc.strerror or exc}") from exc
+    try:
+        doc = yaml.safe_load(text) if text.strip() else {}
+    except yaml.YAMLError as exc:
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            raise ConfigError("--config", f"{path!r}: not valid YAML or JSON: {exc}") from exc
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, dict):
+        raise ConfigError("--config", f"{path!r}: top level must be a mapping")
+    return doc
+
+
+def load_config(argv: Sequence[str] | None = None) -> AdmissionConfig:
+    """Parse flags (and the ``--config`` file they name) into a validated config.
+
+    Raises :class:`ConfigError`; argparse itself exits 2 on unknown flags.
+    """
+    args = build_parser().parse_args(argv)
+    doc: dict[str, Any] = read_config_file(args.config) if args.config else {}
+    if "EnforceSchedulingPolicy" in doc:
+        doc = _from_proposal(doc)
+    for attr, target in _FLAG_TARGETS.items():
+        value = getattr(args, attr)
+        if value is None:
+            continue
+        if len(target) == 1:
+            doc[target[0]] = value
+            continue
+        section = doc.get(target[0])
+        if section is None:
+            section = {}
+        if not isinstance(section, dict):
+            raise ConfigError(target[0], "must be a mapping")
+        section = dict(section)
+        if target == ("opa", "token_file"):
+            section.pop("token", None)  # the flag replaces a literal token from the file
+        if target == ("opa", "url") and "decision_path" in section and split_opa_url(value, "--opa-url")[1]:
+            section.pop("decision_path")  # a full decision URL on the command line wins
+        section[target[1]] = value
+        doc[target[0]] = section
+    return config_from_mapping(doc)

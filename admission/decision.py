@@ -1,0 +1,147 @@
+"""The admission decision — a pure function, like the federation plugin's ``admission.go``.
+
+:func:`decide` maps (the request, whether policies exist, what the query step
+got from OPA) onto a :class:`Decision`. No I/O: the HTTP handler runs the
+query (:mod:`admission.query`) only when :func:`needs_query` says so, then
+calls :func:`decide`, and carries out the result (response, Event, metrics).
+
+Rules (DESIGN.md, "Admission decision" and "Failure semantics"):
+
+====================================  ==================================  ===========
+situation                             decision                            outcome
+====================================  ==================================  ===========
+DELETE or CONNECT                     allow, unchanged, OPA not asked     allowed
+no policy ConfigMaps                  allow, unchanged, OPA not asked     fail_open
+OPA failed after retries              deny 403, Event                     fail_closed
+result undefined                      deny 403 "no policy decision"       fail_closed
+result not {errors, annotations,      deny 403, Event                     fail_closed
+patch} of the right types, or an
+invalid ``patch``
+non-empty ``errors``                  deny 403 listing every error,       denied
+                                      Event PlacementDenied
+annotations / patch change something  allow with one JSONPatch            patched
+nothing to change                     allow, no patch                     allowed
+====================================  ==================================  ===========
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from admission.patches import InvalidPatch, build_patch
+from admission.review import AdmissionRequest
+from common.annotations import canonical_value
+
+__all__ = [
+    "Decision",
+    "OpaOutcome",
+    "REASON_DENIED",
+    "REASON_ENGINE",
+    "UNCHECKED_OPERATIONS",
+    "decide",
+    "needs_query",
+]
+
+REASON_DENIED = "PlacementDenied"
+REASON_ENGINE = "PolicyEngineUnavailable"
+UNCHECKED_OPERATIONS = frozenset({"DELETE", "CONNECT"})
+RESULT_KEYS = ("errors", "annotations", "patch")
+
+
+@dataclass(frozen=True)
+class OpaOutcome:
+    """What the query step got from OPA.
+
+    Exactly one of: a defined ``result``; ``defined=False`` (200 without
+    ``result``); or ``error`` (the cause, after retries) with its ``error_kind``
+    (``unavailable``, ``malformed``, ``request``).
+    """
+
+    result: Any = None
+    defined: bool = True
+    error: str | None = None
+    error_kind: str = ""
+    attempts: int = 1
+    query_path: str = ""
+
+    @classmethod
+    def ok(cls, result: Any, attempts: int = 1, query_path: str = "") -> "OpaOutcome":
+        return cls(result=result, attempts=attempts, query_path=query_path)
+
+    @classmethod
+    def undefined(cls, attempts: int = 1, query_path: str = "") -> "OpaOutcome":
+        return cls(defined=False, attempts=attempts, query_path=query_path)
+
+    @classmethod
+    def failed(cls, kind: str, cause: str, attempts: int = 1, query_path: str = "") -> "OpaOutcome":
+        return cls(defined=False, error=cause, error_kind=kind, attempts=attempts, query_path=query_path)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to answer. ``outcome`` is the metric label; ``cause`` says why a
+    fail-closed denial happened (``unavailable``, ``malformed``, ``request``,
+    ``undefined``, ``invalid_decision``); ``event_reason`` is set when a
+    Warning Event should be recorded."""
+
+    allowed: bool
+    outcome: str
+    patch: list[dict[str, Any]] = field(default_factory=list)
+    message: str = ""
+    cause: str = ""
+    event_reason: str | None = None
+    code: int = 200
+
+
+def needs_query(request: AdmissionRequest, policies_exist: bool) -> bool:
+    """Whether OPA must be asked: a CREATE or UPDATE while policies exist."""
+    return policies_exist and request.operation not in UNCHECKED_OPERATIONS
+
+
+def _fail_closed(cause: str, message: str) -> Decision:
+    return Decision(allowed=False, outcome="fail_closed", cause=cause, code=403,
+                    message=f"placement policy could not be evaluated (failing closed): {message}",
+                    event_reason=REASON_ENGINE)
+
+
+def _error_text(err: Any) -> str:
+    return canonical_value(err)
+
+
+def decide(request: AdmissionRequest, policies_exist: bool, outcome: OpaOutcome | None) -> Decision:
+    """The decision for ``request``; see the module docstring for the table."""
+    if request.operation in UNCHECKED_OPERATIONS:
+        return Decision(allowed=True, outcome="allowed", message=f"{request.operation} is not checked")
+    if not policies_exist:
+        return Decision(allowed=True, outcome="fail_open", message="no placement policies: admitted unchanged")
+    if outcome is None:
+        return _fail_closed("undefined", "no policy decision was obtained")
+    if outcome.error is not None:
+        tries = f" after {outcome.attempts} attempts" if outcome.attempts > 1 else ""
+        return _fail_closed(outcome.error_kind or "unavailable", f"policy engine error{tries}: {outcome.error}")
+    where = f" (data.{outcome.query_path.replace('/', '.')} is undefined)" if outcome.query_path else ""
+    if not outcome.defined:
+        return _fail_closed("undefined", f"no policy decision{where}")
+
+    result = outcome.result
+    if not isinstance(result, dict):
+        return _fail_closed("malformed", f"the decision is a {type(result).__name__}, not an object")
+    errors = result.get("errors")
+    if errors is not None and not isinstance(errors, list):
+        return _fail_closed("malformed", "errors must be a list (or set) of strings")
+    if errors:
+        texts = [_error_text(e) for e in errors]
+        return Decision(allowed=False, outcome="denied", code=403, event_reason=REASON_DENIED,
+                        message="denied by placement policy: " + "; ".join(texts))
+    annotations = result.get("annotations")
+    if annotations is not None and not isinstance(annotations, dict):
+        return _fail_closed("malformed", "annotations must be an object")
+    assert request.object is not None  # parse_review guarantees it for CREATE/UPDATE
+    try:
+        patch = build_patch(request.object, annotations, result.get("patch"))
+    except InvalidPatch as exc:
+        return _fail_closed("invalid_decision", f"invalid policy patch: {exc}")
+    if patch:
+        return Decision(allowed=True, outcome="patched", patch=patch)
+    return Decision(allowed=True, outcome="allowed")

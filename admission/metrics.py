@@ -1,0 +1,46 @@
+"""Prometheus metrics of the webhook (module level, default registry)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram
+
+__all__ = ["DECISION_SECONDS", "FAIL_CLOSED", "FAIL_OPEN", "OPA_ATTEMPTS", "OPA_SECONDS", "OPA_RETRIES",
+           "OUTCOMES", "REQUESTS"]
+
+OUTCOMES = ("allowed", "patched", "denied", "fail_open", "fail_closed", "error")
+
+REQUESTS = Counter(
+    "fedplace_admission_requests_total",
+    "Admission requests by outcome (allowed, patched, denied, fail_open, fail_closed, error).",
+    ["outcome"],
+)
+for _o in OUTCOMES:
+    REQUESTS.labels(_o)
+
+DECISION_SECONDS = Histogram(
+    "fedplace_admission_decision_duration_seconds",
+    "Time to answer one AdmissionReview, retries included.",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10),
+)
+
+OPA_SECONDS = Histogram(
+    "fedplace_admission_opa_request_duration_seconds",
+    "Latency of one OPA decision attempt, by result (ok, undefined, unavailable, malformed, request).",
+    ["result"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5),
+)
+
+OPA_ATTEMPTS = Counter("fedplace_admission_opa_attempts_total", "OPA decision attempts (first tries and retries).")
+OPA_RETRIES = Counter("fedplace_admission_opa_retries_total", "OPA decision attempts that were retries.")
+
+FAIL_OPEN = Counter(
+    "fedplace_admission_fail_open_total",
+    "Requests admitted unchanged without asking OPA because no policy ConfigMaps exist.",
+)
+FAIL_CLOSED = Counter(
+    "fedplace_admission_fail_closed_total",
+    "Requests denied because policies exist but no valid decision was obtained, by cause.",
+    ["cause"],
+)
+for _c in ("unavailable", "malformed", "request", "undefined", "invalid_decision"):
+    FAIL_CLOSED.labels(_c)

@@ -1,0 +1,106 @@
+"""The JSONPatch a decision puts on the admitted object — pure functions.
+
+The merge step of the federation plugin (``merge.go``): the policy's
+``annotations`` become RFC 6902 operations through
+:func:`common.annotations.annotation_json_patch` (the one function shared with
+the remediator, so values never flap), then the policy's own ``patch``
+operations, validated, are appended. The combined patch is proven to apply
+to the object with the ``jsonpatch`` library before it is returned.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Mapping
+
+import jsonpatch
+import jsonpointer
+
+from common.annotations import annotation_json_patch
+
+__all__ = ["ALLOWED_OPS", "ALLOWED_ROOTS", "InvalidPatch", "build_patch", "validate_policy_patch"]
+
+ALLOWED_OPS = ("add", "replace", "remove", "test")
+ALLOWED_ROOTS = ("metadata", "spec")
+MAX_OPS = 1000
+
+
+class InvalidPatch(ValueError):
+    """The policy's decision cannot be turned into a patch that applies."""
+
+
+def _check_pointer(path: Any, where: str) -> list[str]:
+    if not isinstance(path, str):
+        raise InvalidPatch(f"{where}: path must be a string")
+    if not path.startswith("/"):
+        raise InvalidPatch(f"{where}: path {path!r} must start with '/'")
+    try:
+        parts = jsonpointer.JsonPointer(path).parts
+    except jsonpointer.JsonPointerException as exc:
+        raise InvalidPatch(f"{where}: path {path!r} is not a valid JSON pointer: {exc}") from exc
+    if not parts or parts[0] not in ALLOWED_ROOTS:
+        raise InvalidPatch(f"{where}: path {path!r} is outside /metadata and /spec")
+    return parts
+
+
+def validate_policy_patch(ops: Any) -> list[dict[str, Any]]:
+    """Check the policy's ``patch``: a list of well-formed add/replace/remove/test
+    operations under ``/metadata`` or ``/spec``. Returns a clean copy.
+
+    Replacing or removing ``/metadata`` or ``/spec`` as a whole, and changing
+    ``/metadata/name``, ``namespace``, ``uid``, ``resourceVersion`` or
+    ``generateName`` are refused: the API server owns those.
+    """
+    if not isinstance(ops, list):
+        raise InvalidPatch(f"patch must be a list of operations, got {type(ops).__name__}")
+    if len(ops) > MAX_OPS:
+        raise InvalidPatch(f"patch has {len(ops)} operations (at most {MAX_OPS})")
+    clean: list[dict[str, Any]] = []
+    for i, op in enumerate(ops):
+        where = f"patch[{i}]"
+        if not isinstance(op, dict):
+            raise InvalidPatch(f"{where}: operation must be an object")
+        name = op.get("op")
+        if name not in ALLOWED_OPS:
+            raise InvalidPatch(f"{where}: op {name!r} not allowed (only {', '.join(ALLOWED_OPS)})")
+        allowed_keys = {"op", "path"} | ({"value"} if name in ("add", "replace", "test") else set())
+        extra = set(op) - allowed_keys
+        if extra:
+            raise InvalidPatch(f"{where}: unexpected member(s) {', '.join(sorted(extra))} for {name}")
+        parts = _check_pointer(op.get("path"), where)
+        if len(parts) == 1 and name != "test":
+            raise InvalidPatch(f"{where}: {name} of /{parts[0]} as a whole is not allowed")
+        if (parts[0] == "metadata" and len(parts) == 2 and name != "test"
+                and parts[1] in ("name", "namespace", "uid", "resourceVersion", "generateName")):
+            raise InvalidPatch(f"{where}: {name} of /metadata/{parts[1]} is not allowed")
+        if name in ("add", "replace", "test") and "value" not in op:
+            raise InvalidPatch(f"{where}: {name} needs a value")
+        clean.append(copy.deepcopy(op))
+    return clean
+
+
+def build_patch(obj: Mapping[str, Any], annotations: Mapping[str, Any] | None,
+                policy_patch: Any = None) -> list[dict[str, Any]]:
+    """One RFC 6902 patch: the annotation merge, then the policy's validated ops.
+
+    Empty when nothing changes. Raises :class:`InvalidPatch` when the policy's
+    ops are malformed or the combined patch does not apply to ``obj``
+    (e.g. a failing ``test``, a missing parent).
+    """
+    ops = annotation_json_patch(obj, annotations or {}) if annotations else []
+    extra = validate_policy_patch(policy_patch) if policy_patch is not None else []
+    combined = ops + extra
+    if not combined:
+        return []
+    try:
+        patched = jsonpatch.JsonPatch(combined).apply(obj, in_place=False)
+    except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError, KeyError,
+            IndexError, ValueError) as exc:
+        raise InvalidPatch(f"patch does not apply to the object: {exc}") from exc
+    if patched == obj:
+        # Nothing changes (e.g. only tests, or the values are already set).
+        return []
+    for root in ALLOWED_ROOTS:
+        if root in patched and not isinstance(patched[root], dict):
+            raise InvalidPatch(f"patch leaves /{root} not an object")
+    return combined

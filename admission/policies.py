@@ -1,0 +1,39 @@
+"""Whether placement policies exist — from a ConfigMap informer, never a List per request.
+
+Policies exist ⇔ the policy namespace holds at least one ConfigMap. Until the
+informer's first list has completed, we do not know, and act as if they exist
+(fail closed is the safe default).
+"""
+
+from __future__ import annotations
+
+from kubernetes_asyncio import client
+
+from common.informer import Informer, InformerSettings
+from common.kube_client import Resource
+
+__all__ = ["CONFIGMAPS", "PolicyPresence"]
+
+CONFIGMAPS = Resource("", "v1", "configmaps")
+
+
+class PolicyPresence:
+    """Wraps the ConfigMap informer of the policy namespace. Run :meth:`run` as a task."""
+
+    def __init__(self, api: client.ApiClient, namespace: str, settings: InformerSettings | None = None) -> None:
+        self.namespace = namespace
+        self.informer = Informer(api, CONFIGMAPS, namespace=namespace, settings=settings)
+
+    async def run(self) -> None:
+        await self.informer.run()
+
+    @property
+    def synced(self) -> bool:
+        return self.informer.synced.is_set()
+
+    def policies_exist(self) -> bool:
+        """True when ≥ 1 ConfigMap is in the namespace, or when not yet synced."""
+        return not self.synced or len(self.informer.objects) > 0
+
+    def count(self) -> int:
+        return len(self.informer.objects)

@@ -1,0 +1,190 @@
+"""The HTTP side of the webhook: ``POST /mutate`` plus the ops routes.
+
+:class:`MutateHandler` reads the body (bounded), parses the AdmissionReview,
+asks :class:`~admission.policies.PolicyPresence` whether policies exist,
+queries OPA when needed, calls the pure :func:`~admission.decision.decide`
+and carries the decision out: the AdmissionReview answer, a Warning Event
+(off the request path; none on dry runs), metrics and one log line.
+
+Bad input is answered 400 (or 413 for an oversized body) with a JSON
+``{"error": …}``; an unexpected exception becomes a generic 500 through
+:func:`error_middleware` — never a traceback on the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Protocol
+
+from aiohttp import web
+
+from admission import metrics
+from admission.config import AdmissionConfig
+from admission.decision import Decision, OpaOutcome, decide, needs_query
+from admission.query import query_decision
+from admission.review import AdmissionRequest, BadReview, parse_review, review_response
+from common.events import EventRecorder, involved_object
+from common.opa_client import OpaClient
+from common.ops_http import add_ops_routes
+from common.retry import Deadline
+
+__all__ = ["MutateHandler", "PolicyState", "build_app", "error_middleware"]
+
+log = logging.getLogger(__name__)
+
+
+class PolicyState(Protocol):
+    synced: bool
+
+    def policies_exist(self) -> bool: ...
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message, "code": status}, status=status)
+
+
+@web.middleware
+async def error_middleware(request: web.Request,
+                           handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+    """Last resort: any unexpected exception → 500 with a generic JSON message."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status >= 400 and exc.content_type != "application/json":
+            return _error(exc.status, exc.reason)
+        raise
+    except Exception:  # noqa: BLE001
+        metrics.REQUESTS.labels("error").inc()
+        log.exception("unexpected error handling request", extra={"path": request.path})
+        return _error(500, "internal error in the admission webhook")
+
+
+async def read_bounded(request: web.Request, limit: int) -> bytes:
+    """The request body, or :class:`BadReview` (413) when it exceeds ``limit`` bytes."""
+    if request.content_length is not None and request.content_length > limit:
+        raise BadReview(f"request body of {request.content_length} bytes exceeds the limit of {limit} bytes", 413)
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = await request.content.read(64 * 1024)
+        if not chunk:
+            break
+        size += len(chunk)
+        if size > limit:
+            raise BadReview(f"request body exceeds the limit of {limit} bytes", 413)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def discard_rest(request: web.Request, max_bytes: int, seconds: float) -> None:
+    """Before a 413: read and drop what is left of the body (bounded in bytes and
+    time) so the client can read the answer; the answer then closes the connection.
+
+    Closing with unread data would reset the connection under the client's feet;
+    leaving it unread on a keep-alive connection would hold up shutdown.
+    """
+    if request.content_length is None or request.content_length <= max_bytes:
+        try:
+            async with asyncio.timeout(seconds):
+                dropped = 0
+                while dropped < max_bytes:
+                    chunk = await request.content.read(64 * 1024)
+                    if not chunk:
+                        break
+                    dropped += len(chunk)
+        except (asyncio.TimeoutError, ConnectionError):
+            pass
+
+
+@dataclass
+class MutateHandler:
+    config: AdmissionConfig
+    opa: OpaClient
+    policies: PolicyState
+    recorder: EventRecorder | None = None
+
+    async def handle(self, request: web.Request) -> web.Response:
+        started = time.monotonic()
+        deadline = Deadline(self.config.deadline)
+        try:
+            body = await read_bounded(request, self.config.max_body_bytes)
+            review = parse_review(body)
+        except BadReview as exc:
+            if exc.status == 413:
+                await discard_rest(request, 4 * self.config.max_body_bytes, 1.0)
+            metrics.REQUESTS.labels("error").inc()
+            log.warning("bad admission request", extra={"status": exc.status, "error": exc.message,
+                                                         "remote": request.remote})
+            resp = _error(exc.status, exc.message)
+            if exc.status == 413:
+                resp.force_close()  # Connection: close
+            return resp
+
+        policies_exist = self.policies.policies_exist()
+        outcome: OpaOutcome | None = None
+        if needs_query(review, policies_exist):
+            assert review.object is not None
+            outcome = await query_decision(
+                self.opa, self.config.opa.query_path, review.object,
+                deadline=deadline, attempt_timeout=self.config.opa.timeout, backoff=self.config.retry,
+            )
+        decision = decide(review, policies_exist, outcome)
+        self._account(review, decision, outcome, time.monotonic() - started)
+        self._record_event(review, decision)
+        return web.json_response(review_response(
+            review, allowed=decision.allowed, patch=decision.patch, code=decision.code, message=decision.message,
+        ))
+
+    def _account(self, review: AdmissionRequest, decision: Decision, outcome: OpaOutcome | None,
+                 elapsed: float) -> None:
+        metrics.REQUESTS.labels(decision.outcome).inc()
+        metrics.DECISION_SECONDS.observe(elapsed)
+        if decision.outcome == "fail_open":
+            metrics.FAIL_OPEN.inc()
+        elif decision.outcome == "fail_closed":
+            metrics.FAIL_CLOSED.labels(decision.cause or "unavailable").inc()
+        fields: dict[str, Any] = {
+            "uid": review.uid, "operation": review.operation, "object": review.describe(),
+            "outcome": decision.outcome, "allowed": decision.allowed, "dry_run": review.dry_run,
+            "patch_ops": len(decision.patch), "elapsed_ms": round(elapsed * 1000, 1),
+        }
+        if outcome is not None:
+            fields["opa_attempts"] = outcome.attempts
+        if not decision.allowed:
+            fields["reason"] = decision.message
+        level = logging.WARNING if decision.outcome == "fail_closed" else logging.INFO
+        log.log(level, "admission decision", extra=fields)
+
+    def _record_event(self, review: AdmissionRequest, decision: Decision) -> None:
+        if self.recorder is None or decision.event_reason is None or review.dry_run:
+            return
+        obj = dict(review.object or review.old_object or {})
+        meta = dict(obj.get("metadata") or {})
+        if not (meta.get("name") or meta.get("generateName")) and review.name:
+            meta["name"] = review.name
+        obj["metadata"] = meta
+        obj.setdefault("kind", review.kind.get("kind", ""))
+        if not obj.get("apiVersion"):
+            group, version = review.kind.get("group", ""), review.kind.get("version", "")
+            obj["apiVersion"] = f"{group}/{version}" if group else version
+        self.recorder.record(involved_object(obj, namespace=review.namespace), "Warning",
+                             decision.event_reason, decision.message)
+
+
+def build_app(config: AdmissionConfig, opa: OpaClient, policies: PolicyState,
+              recorder: EventRecorder | None = None) -> web.Application:
+    """The aiohttp application: POST /mutate, /healthz, /readyz, /metrics."""
+    # The body is read (bounded) by the handler, so the framework limit only guards other routes.
+    app = web.Application(middlewares=[error_middleware], client_max_size=config.max_body_bytes + 1)
+    app.router.add_post("/mutate", MutateHandler(config, opa, policies, recorder).handle)
+
+    def ready() -> tuple[bool, str]:
+        if policies.synced:
+            return True, ""
+        return False, "policy ConfigMap informer has not synced yet"
+
+    add_ops_routes(app, ready)
+    return app
