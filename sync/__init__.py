@@ -1,1 +1,1 @@
-"""sync."""
+"""opa-kube-sync: replicate Kubernetes resources and policy ConfigMaps into OPA."""

@@ -1,0 +1,215 @@
+"""Policy ConfigMaps → OPA modules, with the load status written back.
+
+Every ConfigMap in a policy namespace is policy; each data key is one module
+with OPA id ``<namespace>/<configmap>/<key>``. :class:`PolicyLoader` is an
+informer handler for one namespace:
+
+* a changed ConfigMap PUTs its modules; a removed key or a deleted ConfigMap
+  DELETEs them; a relist also deletes modules under ``<namespace>/`` that no
+  ConfigMap defines any more;
+* the outcome is written back as the annotation ``fedplace.io/policy-status``
+  (``{"status":"ok"}`` or ``{"status":"error","errors":[…OPA's errors…]}``,
+  canonical JSON), only when it changes, with a Warning Event on failure;
+* our own annotation writes come back as MODIFIED events: a ConfigMap whose
+  data did not change is not reloaded, so there is no reload loop;
+* modules that failed to compile are retried after every successful load and
+  on a backoff timer (a module may depend on one that loads later);
+* OPA being unavailable raises, so the informer backs off and relists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes_asyncio import client
+from prometheus_client import Counter
+
+from common.annotations import canonical_value
+from common.events import EventRecorder, involved_object
+from common.kube_client import KubeApiError, kube_json
+from common.opa_client import OpaClient, OpaCompileError, OpaRequestError, OpaUnavailable
+from sync.changes import ChangeSignal
+
+__all__ = ["STATUS_ANNOTATION", "PolicyLoader", "module_ids"]
+
+log = logging.getLogger(__name__)
+
+STATUS_ANNOTATION = "fedplace.io/policy-status"
+LOAD_ERRORS = Counter("fedplace_sync_policy_load_errors_total", "Policy modules OPA refused to load")
+LOADS = Counter("fedplace_sync_policy_loads_total", "Policy modules loaded into OPA")
+
+
+def module_ids(namespace: str, name: str, data: dict[str, str] | None) -> dict[str, str]:
+    """Module id → Rego source for one ConfigMap."""
+    return {f"{namespace}/{name}/{key}": raw for key, raw in sorted((data or {}).items())}
+
+
+def _data_hash(data: dict[str, str] | None) -> str:
+    return hashlib.sha256(json.dumps(data or {}, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass
+class _ConfigMapState:
+    data_hash: str
+    modules: dict[str, str]
+    obj: dict[str, Any]
+    errors: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+class PolicyLoader:
+    def __init__(self, namespace: str, opa: OpaClient, api: client.ApiClient, signal: ChangeSignal,
+                 events: EventRecorder | None = None) -> None:
+        self.namespace = namespace
+        self.opa = opa
+        self.api = api
+        self.signal = signal
+        self.events = events
+        self.configmaps: dict[str, _ConfigMapState] = {}
+        self.loaded = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._retry = asyncio.Event()
+
+    # -- informer handler ------------------------------------------------------
+
+    async def on_sync(self, objects: list[dict[str, Any]], resource_version: str) -> None:
+        async with self._lock:
+            names = set()
+            for cm in objects:
+                names.add(cm["metadata"]["name"])
+                await self._apply(cm, force=True)
+            for gone in set(self.configmaps) - names:
+                await self._drop(gone)
+            wanted = {mid for st in self.configmaps.values() for mid in st.modules}
+            for policy in await self.opa.list_policies():
+                pid = str(policy.get("id", ""))
+                if pid.startswith(self.namespace + "/") and pid not in wanted:
+                    await self.opa.delete_policy(pid)
+            await self._retry_failed()
+        self.loaded.set()
+        self.signal.notify("policy")
+
+    async def on_event(self, event_type: str, cm: dict[str, Any]) -> None:
+        async with self._lock:
+            if event_type == "DELETED":
+                await self._drop(cm["metadata"]["name"])
+            else:
+                await self._apply(cm, force=False)
+            await self._retry_failed()
+        self.signal.notify("policy")
+
+    # -- loading -------------------------------------------------------------------
+
+    async def _apply(self, cm: dict[str, Any], force: bool) -> None:
+        name = cm["metadata"]["name"]
+        data = cm.get("data") or {}
+        digest = _data_hash(data)
+        old = self.configmaps.get(name)
+        if old is not None and old.data_hash == digest and not force:
+            old.obj = cm  # our own status write, or a label change: nothing to reload
+            return
+        modules = module_ids(self.namespace, name, data)
+        state = _ConfigMapState(digest, modules, cm)
+        self.configmaps[name] = state
+        for mid in set(old.modules if old else {}) - set(modules):
+            await self.opa.delete_policy(mid)
+        for mid, raw in modules.items():
+            if not force and old is not None and old.modules.get(mid) == raw and mid not in old.errors:
+                continue
+            await self._put(state, mid, raw)
+        if old is not None and not force:
+            for mid in set(old.errors) & set(modules):
+                if old.modules.get(mid) == modules[mid] and mid not in state.errors:
+                    state.errors[mid] = old.errors[mid]
+        await self._write_status(state)
+
+    async def _put(self, state: _ConfigMapState, mid: str, raw: str) -> bool:
+        try:
+            await self.opa.put_policy(mid, raw)
+        except OpaCompileError as exc:
+            state.errors[mid] = exc.errors
+            LOAD_ERRORS.inc()
+            log.warning("policy failed to compile", extra={"policy_id": mid, "errors": exc.errors})
+            return False
+        except OpaRequestError as exc:
+            state.errors[mid] = [{"code": exc.code or "invalid_parameter", "message": exc.message}]
+            LOAD_ERRORS.inc()
+            return False
+        state.errors.pop(mid, None)
+        LOADS.inc()
+        return True
+
+    async def _drop(self, name: str) -> None:
+        state = self.configmaps.pop(name, None)
+        if state is None:
+            return
+        for mid in state.modules:
+            await self.opa.delete_policy(mid)
+
+    async def _retry_failed(self) -> None:
+        """Retry every failed module until a round loads none of them."""
+        progress = True
+        while progress:
+            progress = False
+            for state in self.configmaps.values():
+                for mid in list(state.errors):
+                    if await self._put(state, mid, state.modules[mid]):
+                        progress = True
+                        await self._write_status(state)
+
+    async def push_all(self) -> None:
+        """Load every module again (after OPA lost its state)."""
+        async with self._lock:
+            for state in self.configmaps.values():
+                for mid, raw in state.modules.items():
+                    await self._put(state, mid, raw)
+            await self._retry_failed()
+            for state in self.configmaps.values():
+                await self._write_status(state)
+        self.signal.notify("policy")
+
+    async def run_retries(self, initial: float = 0.5, maximum: float = 30.0) -> None:
+        """Retry failed modules on a backoff timer, until cancelled."""
+        delay = initial
+        while True:
+            await asyncio.sleep(delay)
+            if not any(st.errors for st in self.configmaps.values()):
+                delay = initial
+                continue
+            try:
+                async with self._lock:
+                    await self._retry_failed()
+            except OpaUnavailable:
+                pass
+            delay = min(maximum, delay * 2)
+
+    # -- status ------------------------------------------------------------------------
+
+    async def _write_status(self, state: _ConfigMapState) -> None:
+        if state.errors:
+            errors = [e for mid in sorted(state.errors) for e in state.errors[mid]]
+            status = canonical_value({"status": "error", "errors": errors})
+        else:
+            status = canonical_value({"status": "ok"})
+        meta = state.obj.get("metadata") or {}
+        current = (meta.get("annotations") or {}).get(STATUS_ANNOTATION)
+        if current == status:
+            return
+        name = meta["name"]
+        try:
+            updated = await kube_json(
+                self.api, "PATCH", f"/api/v1/namespaces/{self.namespace}/configmaps/{name}",
+                body={"metadata": {"annotations": {STATUS_ANNOTATION: status}}},
+                content_type="application/merge-patch+json")
+            state.obj = updated
+        except KubeApiError as exc:
+            log.warning("could not write policy status", extra={"configmap": name, "error": str(exc)})
+            return
+        if state.errors and self.events is not None:
+            first = next(iter(state.errors.values()))[0]
+            self.events.record(involved_object(state.obj), "Warning", "PolicyLoadFailed",
+                               f"{len(state.errors)} module(s) failed to load: {first.get('message', '')}")

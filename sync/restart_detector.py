@@ -1,0 +1,79 @@
+"""Detect that OPA lost its state (a restart) and have everything pushed again.
+
+OPA keeps data and policies in memory and tells nobody when it restarts. After
+each full sync the detector writes a sentinel document,
+``data.fedplace_sync = {"generation": <random id>}``, and checks it every
+``interval`` seconds — and at once when a writer reports an OPA error
+(:meth:`poke`). Missing or different → ``restore()`` re-pushes all data and
+policies from the caches, then a new sentinel is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from typing import Awaitable, Callable
+
+from prometheus_client import Counter, Histogram
+
+from common.opa_client import OpaClient, OpaError
+
+__all__ = ["SENTINEL_PATH", "RestartDetector"]
+
+log = logging.getLogger(__name__)
+
+SENTINEL_PATH = ["fedplace_sync"]
+RESYNCS = Counter("fedplace_sync_opa_resyncs_total", "Full re-pushes after OPA lost its state")
+RESTORE_SECONDS = Histogram("fedplace_sync_opa_restore_seconds", "Time to re-push everything after OPA lost its state")
+
+
+class RestartDetector:
+    def __init__(self, opa: OpaClient, interval: float, restore: Callable[[], Awaitable[None]]) -> None:
+        self.opa = opa
+        self.interval = interval
+        self.restore = restore
+        self.generation = ""
+        self.marked = asyncio.Event()
+        self.resyncs = 0
+        self._poke = asyncio.Event()
+
+    def poke(self) -> None:
+        """Check soon: something failed talking to OPA."""
+        self._poke.set()
+
+    async def mark(self) -> None:
+        """Write a new sentinel: OPA now holds everything we pushed."""
+        generation = uuid.uuid4().hex
+        await self.opa.put_data(SENTINEL_PATH, {"generation": generation})
+        self.generation = generation
+        self.marked.set()
+
+    async def intact(self) -> bool:
+        doc = await self.opa.get_data(SENTINEL_PATH)
+        return isinstance(doc, dict) and doc.get("generation") == self.generation
+
+    async def run(self) -> None:
+        """Check until cancelled (start after the first :meth:`mark`)."""
+        while True:
+            try:
+                await asyncio.wait_for(self._poke.wait(), timeout=self.interval)
+            except asyncio.TimeoutError:
+                pass
+            self._poke.clear()
+            try:
+                if await self.intact():
+                    continue
+                log.warning("OPA lost its state (restart?): pushing everything again")
+                start = time.monotonic()
+                await self.restore()
+                await self.mark()
+                self.resyncs += 1
+                RESYNCS.inc()
+                RESTORE_SECONDS.observe(time.monotonic() - start)
+                log.info("OPA state restored", extra={"seconds": round(time.monotonic() - start, 3)})
+            except OpaError as exc:
+                log.info("OPA not answering; will check again", extra={"error": str(exc)})
+                await asyncio.sleep(min(self.interval, 0.5))
+                self._poke.set()

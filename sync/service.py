@@ -1,0 +1,172 @@
+"""opa-kube-sync as one object: informers, replicators, policy loaders, restart
+detection, the remediator when enabled, and the HTTP endpoints.
+
+``ready`` (``/readyz``) only once every replicated type's initial list and
+every policy namespace's initial load were pushed, and the sentinel written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Mapping
+
+from aiohttp import web
+from kubernetes_asyncio import client
+
+from common.events import EventRecorder
+from common.informer import Informer
+from common.kube_client import Resource, new_api_client
+from common.opa_client import OpaClient
+from common.ops_http import add_ops_routes
+from remediator.remediator import Remediator
+from sync.changes import ChangeSignal
+from sync.policy_loader import PolicyLoader
+from sync.replication import Replicator
+from sync.restart_detector import RestartDetector
+from sync.settings import SyncSettings
+
+__all__ = ["InformerObjects", "SyncService"]
+
+log = logging.getLogger(__name__)
+
+CONFIGMAPS = Resource("", "v1", "configmaps", True)
+
+
+class InformerObjects:
+    """The remediator's view of live objects: the replicators' informer caches."""
+
+    def __init__(self, replicators: dict[str, Replicator]) -> None:
+        self.replicators = replicators
+
+    def get(self, resource: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        rep = self.replicators.get(resource)
+        if rep is None or rep.informer is None:
+            return None
+        return rep.informer.objects.get(f"{namespace}/{name}" if rep.resource.namespaced else name)
+
+    def count(self, resource: str) -> int:
+        rep = self.replicators.get(resource)
+        return len(rep.informer.objects) if rep is not None and rep.informer is not None else 0
+
+
+class SyncService:
+    def __init__(self, settings: SyncSettings, api: client.ApiClient | None = None) -> None:
+        self.settings = settings
+        self._api = api
+        self.api: client.ApiClient | None = None
+        self.opa = OpaClient(settings.opa)
+        self.signal = ChangeSignal()
+        self.replicators: dict[str, Replicator] = {}
+        self.loaders: list[PolicyLoader] = []
+        self.informers: list[Informer] = []
+        self.detector = RestartDetector(self.opa, settings.opa_check_interval, self.restore)
+        self.events: EventRecorder | None = None
+        self.remediator: Remediator | None = None
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._runner: web.AppRunner | None = None
+        self.port: int | None = None
+
+    # -- readiness -----------------------------------------------------------------
+
+    def ready(self) -> tuple[bool, str]:
+        for plural, rep in self.replicators.items():
+            if not rep.synced.is_set():
+                return False, f"initial sync of {plural} not complete"
+        for loader in self.loaders:
+            if not loader.loaded.is_set():
+                return False, f"policies of {loader.namespace} not loaded"
+        if not self.detector.marked.is_set():
+            return False, "initial sync not confirmed in OPA"
+        return True, ""
+
+    def is_ready(self) -> bool:
+        return self.ready()[0]
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        s = self.settings
+        self.api = self._api or await new_api_client(s.kubeconfig)
+        self.events = EventRecorder(self.api, "opa-kube-sync")
+        self._spawn(self.events.run(), "events")
+        if s.enable_data:
+            for res in s.resources:
+                rep = Replicator(res, self.opa, s.replicate_path, self.signal, s.ignore_namespaces,
+                                 on_opa_error=self.detector.poke)
+                rep.informer = Informer(self.api, res, rep)
+                self.replicators[res.plural] = rep
+                self.informers.append(rep.informer)
+                self._spawn(rep.run_flusher(), f"flush-{res.plural}")
+        if s.enable_policies:
+            for ns in s.policy_namespaces:
+                loader = PolicyLoader(ns, self.opa, self.api, self.signal, self.events)
+                self.loaders.append(loader)
+                self.informers.append(Informer(self.api, CONFIGMAPS, loader, namespace=ns))
+                self._spawn(loader.run_retries(), f"policy-retries-{ns}")
+        for inf in self.informers:
+            self._spawn(inf.run(), f"informer-{inf.resource.plural}")
+        self._spawn(self._confirm_and_watch_opa(), "restart-detector")
+
+        app = web.Application()
+        add_ops_routes(app, self.ready)
+        if s.remediator.enabled:
+            self.remediator = Remediator(s.remediator, self.api, self.opa, InformerObjects(self.replicators),
+                                         ready=self.is_ready, events=self.events)
+            self.remediator.add_routes(app)
+            self.signal.subscribe(self.remediator.trigger)
+            self._spawn(self.remediator.run(), "remediator")
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, s.listen[0], s.listen[1])
+        await site.start()
+        server = getattr(site, "_server", None)
+        if server is not None and server.sockets:
+            self.port = server.sockets[0].getsockname()[1]
+        log.info("opa-kube-sync started", extra={"listen": f"{s.listen[0]}:{self.port}",
+                                                 "resources": [str(r) for r in s.resources],
+                                                 "policy_namespaces": s.policy_namespaces,
+                                                 "remediate": s.remediator.mode})
+
+    def _spawn(self, coro: Any, name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
+        task.add_done_callback(self._task_done)
+        self._tasks.append(task)
+
+    @staticmethod
+    def _task_done(task: asyncio.Task[Any]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background task died", extra={"task": task.get_name(), "error": repr(task.exception())})
+
+    async def _confirm_and_watch_opa(self) -> None:
+        """Wait for the initial sync, write the sentinel, then watch for OPA restarts."""
+        waits = [rep.synced.wait() for rep in self.replicators.values()]
+        waits += [loader.loaded.wait() for loader in self.loaders]
+        await asyncio.gather(*waits)
+        while True:
+            try:
+                await self.detector.mark()
+                break
+            except Exception as exc:  # noqa: BLE001 - OPA down: keep trying
+                log.info("cannot write the sentinel yet", extra={"error": str(exc)})
+                await asyncio.sleep(0.5)
+        log.info("initial sync complete; ready")
+        await self.detector.run()
+
+    async def restore(self) -> None:
+        """Push every cached object and policy again (OPA lost its state)."""
+        for rep in self.replicators.values():
+            await rep.push_all()
+        for loader in self.loaders:
+            await loader.push_all()
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        await self.opa.close()
+        if self.api is not None and self._api is None:
+            await self.api.close()

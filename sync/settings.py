@@ -1,0 +1,131 @@
+"""opa-kube-sync's flags (kube-mgmt compatible where they overlap) and settings.
+
+:func:`parse_settings` is pure: argv in, :class:`SyncSettings` out, or
+``SystemExit(2)`` with a message naming the bad flag.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+
+from common.kube_client import Resource
+from common.opa_client import OpaSettings
+from remediator.config import RemediatorSettings, add_arguments as add_remediator_arguments
+from remediator.config import settings_from_args as remediator_settings
+
+__all__ = ["DEFAULT_POLICY_NAMESPACE", "SyncSettings", "build_parser", "parse_settings"]
+
+DEFAULT_POLICY_NAMESPACE = "kube-federation-scheduling-policy"
+
+
+@dataclass
+class SyncSettings:
+    opa: OpaSettings
+    kubeconfig: str | None = None
+    resources: list[Resource] = field(default_factory=list)
+    replicate_path: str = "kubernetes"
+    ignore_namespaces: frozenset[str] = frozenset()
+    policy_namespaces: list[str] = field(default_factory=lambda: [DEFAULT_POLICY_NAMESPACE])
+    enable_policies: bool = True
+    enable_data: bool = True
+    listen: tuple[str, int] = ("127.0.0.1", 8182)
+    opa_check_interval: float = 1.0
+    log_level: str = "info"
+    remediator: RemediatorSettings = field(default_factory=RemediatorSettings)
+
+
+def _bool(value: str) -> bool:
+    v = value.strip().lower()
+    if v in ("true", "1", "yes", "on"):
+        return True
+    if v in ("false", "0", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def _listen(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
+    return host or "0.0.0.0", int(port)
+
+
+def _positive(value: str) -> float:
+    f = float(value)
+    if f <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {value!r}")
+    return f
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="opa-kube-sync",
+                                description="Replicate Kubernetes resources and policy ConfigMaps into OPA.")
+    p.add_argument("--opa-url", default="http://localhost:8181/v1",
+                   help="OPA's API root (kube-mgmt form http://host:8181/v1; the server root works too)")
+    p.add_argument("--opa-token-file", help="bearer token for OPA (re-read when it changes)")
+    p.add_argument("--opa-ca-file", help="CA bundle verifying OPA's certificate")
+    p.add_argument("--opa-timeout", type=_positive, default=10.0, help="per-request timeout towards OPA (s)")
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, else in-cluster)")
+    p.add_argument("--replicate", action="append", default=[], metavar="[GROUP/]VERSION/RESOURCE",
+                   help="replicate a namespaced resource (repeatable)")
+    p.add_argument("--replicate-cluster", action="append", default=[], metavar="[GROUP/]VERSION/RESOURCE",
+                   help="replicate a cluster-scoped resource (repeatable)")
+    p.add_argument("--replicate-path", default="kubernetes", help="root of replicated data in OPA")
+    p.add_argument("--replicate-ignore-namespaces", default="", metavar="NS[,NS…]",
+                   help="namespaces whose objects are not replicated")
+    p.add_argument("--policy-namespace", action="append", default=[], metavar="NAMESPACE",
+                   help=f"namespace of policy ConfigMaps (repeatable; default {DEFAULT_POLICY_NAMESPACE})")
+    p.add_argument("--enable-policies", type=_bool, nargs="?", const=True, default=True, metavar="BOOL")
+    p.add_argument("--enable-data", type=_bool, nargs="?", const=True, default=True, metavar="BOOL")
+    p.add_argument("--listen", type=_listen, default=("127.0.0.1", 8182), metavar="HOST:PORT",
+                   help="health, metrics and notifications")
+    p.add_argument("--opa-check-interval", type=_positive, default=1.0, metavar="SECONDS",
+                   help="how often to check that OPA still holds our state (restart detection)")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    add_remediator_arguments(p)
+    return p
+
+
+def parse_settings(argv: list[str] | None = None) -> SyncSettings:
+    """Parse flags; exits 2 with a message naming the flag when one is invalid."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    resources: list[Resource] = []
+    for flag, specs, namespaced in (("--replicate", args.replicate, True),
+                                    ("--replicate-cluster", args.replicate_cluster, False)):
+        for spec in specs:
+            try:
+                resources.append(Resource.parse(spec, namespaced))
+            except ValueError as exc:
+                parser.error(f"{flag}: {exc}")
+    plurals = [r.plural for r in resources]
+    dupes = sorted({p for p in plurals if plurals.count(p) > 1})
+    if dupes:
+        parser.error(f"--replicate: {', '.join(dupes)} given more than once (data paths would collide)")
+    if not args.replicate_path.strip("/") or "/" in args.replicate_path.strip("/"):
+        parser.error("--replicate-path: expected one path segment, e.g. kubernetes")
+    try:
+        remediation = remediator_settings(args, root=args.replicate_path.strip("/"))
+    except ValueError as exc:
+        parser.error(str(exc))
+    if remediation.enabled:
+        replicated = {(r.group, r.version, r.plural, r.namespaced) for r in resources}
+        for r in remediation.resources:
+            if (r.group, r.version, r.plural, r.namespaced) not in replicated:
+                parser.error(f"--remediate-resource: {r} is not replicated (add it to --replicate/--replicate-cluster)")
+    return SyncSettings(
+        opa=OpaSettings(url=args.opa_url, token_file=args.opa_token_file, ca_file=args.opa_ca_file,
+                        timeout=args.opa_timeout),
+        kubeconfig=args.kubeconfig,
+        resources=resources,
+        replicate_path=args.replicate_path.strip("/"),
+        ignore_namespaces=frozenset(n.strip() for n in args.replicate_ignore_namespaces.split(",") if n.strip()),
+        policy_namespaces=args.policy_namespace or [DEFAULT_POLICY_NAMESPACE],
+        enable_policies=args.enable_policies,
+        enable_data=args.enable_data,
+        listen=args.listen,
+        opa_check_interval=args.opa_check_interval,
+        log_level=args.log_level,
+        remediator=remediation,
+    )
