@@ -53,6 +53,7 @@ GUARD_TRIPS = Counter("fedplace_remediation_guard_trips_total", "Passes aborted 
 PASS_SECONDS = Histogram("fedplace_remediation_pass_seconds", "Duration of a remediation pass")
 
 RETRYABLE = frozenset({409, 429, 500, 502, 503, 504})
+MEMO_SECONDS = 30.0
 
 
 class ObjectSource(Protocol):
@@ -146,6 +147,10 @@ class Remediator:
             if settings.notifications_token_file else None
         self.last_result: PassResult | None = None
         self.passes = 0
+        # What our own PATCHes returned, until the object source has caught up
+        # with them: planning against a cache that has not yet seen our last
+        # patch would send the same patch again.
+        self._patched: dict[tuple[str, str, str], tuple[float, Mapping[str, Any]]] = {}
 
     # -- triggers ------------------------------------------------------------
 
@@ -215,9 +220,10 @@ class Remediator:
         """Plan against OPA's notifications and apply; returns what happened."""
         async with self._pass_lock:
             start = time.monotonic()
+            self._patched = {k: v for k, v in self._patched.items() if start - v[0] <= MEMO_SECONDS}
             notifications = [n for n in await self.query_notifications() if n.resource in self.resources]
             total = sum(self.objects.count(p) for p in self.resources)
-            plan = plan_pass(notifications, self.objects.get, total, self.settings.max_fraction)
+            plan = plan_pass(notifications, self._live, total, self.settings.max_fraction)
             result = await self._apply(plan)
             PASS_SECONDS.observe(time.monotonic() - start)
             PASSES.labels("guard" if result.guard_tripped else "ok").inc()
@@ -229,6 +235,21 @@ class Remediator:
                                                 "dry_run": result.dry_run,
                                                 "seconds": round(time.monotonic() - start, 3)})
             return result
+
+    def _live(self, resource: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """The object source's view, unless it has not yet seen our own latest patch."""
+        cached = self.objects.get(resource, namespace, name)
+        key = (resource, namespace, name)
+        memo = self._patched.get(key)
+        if memo is None:
+            return cached
+        stamp, patched = memo
+        rv = (patched.get("metadata") or {}).get("resourceVersion")
+        seen = cached is not None and (cached.get("metadata") or {}).get("resourceVersion") == rv
+        if seen or time.monotonic() - stamp > MEMO_SECONDS:
+            del self._patched[key]
+            return cached
+        return patched if cached is not None else None
 
     async def apply_notifications(self, notifications: list[Notification]) -> PassResult:
         """Apply pushed notifications (no guard: they name their objects explicitly)."""
@@ -312,8 +333,8 @@ class Remediator:
                 reraise=True,
             ):
                 with attempt:
-                    await kube_json(self.api, "PATCH", path, body=annotation_merge_patch(a.changes),
-                                    content_type="application/merge-patch+json")
+                    patched = await kube_json(self.api, "PATCH", path, body=annotation_merge_patch(a.changes),
+                                              content_type="application/merge-patch+json")
         except KubeApiError as exc:
             if exc.status == 404:
                 SKIPPED.labels("deleted").inc()
@@ -323,6 +344,8 @@ class Remediator:
                                                            "status": exc.status, "error": exc.message})
             return "failed"
         PATCHES.labels("enforce").inc()
+        if isinstance(patched, dict):
+            self._patched[(a.resource, a.namespace, a.name)] = (time.monotonic(), patched)
         self._event(a.resource, a.namespace, a.name, "Normal", "PlacementRemediated", _describe(a))
         return "patched"
 

@@ -1,0 +1,167 @@
+"""Benchmark remediation: one cluster label change that affects 1,000 of 5,000 ReplicaSets.
+
+Usage: .venv/bin/python bench/remediation.py [--replicasets 5000] [--affected 1000]
+
+Starts the devstack engine and API server and opa-kube-sync with remediation
+enforced and the placement policy loaded from a ConfigMap. ``affected``
+ReplicaSets require PCI ≥ 3, the rest PCI ≥ 1. Once the first pass has
+annotated every ReplicaSet, cluster eu-a is downgraded from PCI 3 to 2: only
+the PCI-3 ReplicaSets must change. Measures the time from the label change to
+the last of them carrying its new preferences, and the patches sent (from the
+sync's metrics; must equal ``affected``). Baseline, same run: the first pass,
+which patches every ReplicaSet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from devstack.launch import ServerProcess, wait_http  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+PREFS = "federation.kubernetes.io/replica-set-preferences"
+POLICY_NS = "kube-federation-scheduling-policy"
+NAMESPACES = 10
+CRD = json.loads(json.dumps({
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "clusters.federation.fedplace.io"},
+    "spec": {"group": "federation.fedplace.io", "scope": "Cluster",
+             "names": {"plural": "clusters", "singular": "cluster", "kind": "Cluster", "listKind": "ClusterList"},
+             "versions": [{"name": "v1beta1", "served": True, "storage": True,
+                           "schema": {"openAPIV3Schema": {"type": "object",
+                                                          "x-kubernetes-preserve-unknown-fields": True}}}]}}))
+CLUSTERS = [("eu-a", "europe-west1", "3"), ("eu-c", "europe-west4", "3"), ("eu-b", "eu-west-1", "1"),
+            ("us-d", "us-east1", "2")]
+
+
+def rs(i: int, pci: str) -> dict:
+    name = f"rs{i}"
+    return {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": name, "namespace": f"ns{i % NAMESPACES}",
+                         "annotations": {"policy.federation.alpha.kubernetes.io/pci-compliance-level": pci}},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "app", "image": "nginx:1.27"}]}}}}
+
+
+async def post_all(s: aiohttp.ClientSession, base: str, items: list[tuple[str, dict]], conc: int = 64) -> None:
+    queue = list(items)
+
+    async def worker() -> None:
+        while queue:
+            path, body = queue.pop()
+            async with s.post(base + path, json=body) as r:
+                assert r.status == 201, await r.text()
+
+    await asyncio.gather(*(worker() for _ in range(conc)))
+
+
+async def patches_sent(s: aiohttp.ClientSession, sync_url: str) -> float:
+    async with s.get(sync_url + "/metrics") as r:
+        text = await r.text()
+    m = re.search(r'^fedplace_remediation_patches_total\{mode="enforce"\} ([0-9.e+]+)$', text, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+async def count_with(s: aiohttp.ClientSession, kube: str, predicate) -> int:  # type: ignore[no-untyped-def]
+    async with s.get(kube + "/apis/apps/v1/replicasets") as r:
+        doc = await r.json()
+    return sum(1 for i in doc["items"] if predicate(i))
+
+
+def clusters_of(item: dict) -> set[str]:
+    raw = (item["metadata"].get("annotations") or {}).get(PREFS)
+    return set(json.loads(raw)["clusters"]) if raw else set()
+
+
+async def run(total: int, affected: int) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="bench-remediation-"))
+    kubeconfig = tmp / "kubeconfig"
+    engine = ServerProcess("engine", ["-m", "devstack.engine", "--listen", "127.0.0.1:{port}", "--log-level", "warning"],
+                           "/health", tmp).start()
+    kube = ServerProcess("kube", ["-m", "devstack.kube", "--listen", "127.0.0.1:{port}", "--history", "100000",
+                                  "--write-kubeconfig", str(kubeconfig), "--log-level", "warning"], "/version", tmp).start()
+    sync: ServerProcess | None = None
+    try:
+        async with aiohttp.ClientSession() as s:
+            await post_all(s, kube.url, [("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                                 "metadata": {"name": n}})
+                                         for n in [f"ns{i}" for i in range(NAMESPACES)] + [POLICY_NS, "opa"]])
+            async with s.post(kube.url + "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=CRD) as r:
+                assert r.status == 201
+            await post_all(s, kube.url, [("/apis/federation.fedplace.io/v1beta1/clusters", {
+                "apiVersion": "federation.fedplace.io/v1beta1", "kind": "Cluster",
+                "metadata": {"name": n, "labels": {"pci-compliance-level": p}}, "status": {"region": reg}})
+                for n, reg, p in CLUSTERS])
+            await post_all(s, kube.url, [(f"/apis/apps/v1/namespaces/ns{i % NAMESPACES}/replicasets",
+                                          rs(i, "3" if i < affected else "1")) for i in range(total)])
+            policy = {name: (ROOT / path).read_text() for name, path in (
+                ("placement.rego", "policies/federation/placement.rego"),
+                ("placement-lib.rego", "policies/federation/lib.rego"),
+                ("remediation.rego", "policies/lib/remediation.rego"))}
+            await post_all(s, kube.url, [(f"/api/v1/namespaces/{POLICY_NS}/configmaps", {
+                "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "placement", "namespace": POLICY_NS},
+                "data": policy})])
+
+            sync = ServerProcess("sync", [
+                "-m", "sync", "--opa-url", engine.url + "/v1", "--kubeconfig", str(kubeconfig),
+                "--listen", "127.0.0.1:{port}", "--replicate", "apps/v1/replicasets",
+                "--replicate-cluster", "federation.fedplace.io/v1beta1/clusters", "--policy-namespace", POLICY_NS,
+                "--remediate", "enforce", "--remediate-max-fraction", "1", "--remediate-debounce", "0.2",
+                "--remediate-rate", "1000", "--leader-election-namespace", "opa", "--log-level", "warning"],
+                "/healthz", tmp).start()
+            wait_http(sync.url + "/readyz", timeout=120, proc=sync.proc)
+            t = time.perf_counter()
+            while await count_with(s, kube.url, lambda i: bool(clusters_of(i))) < total:
+                await asyncio.sleep(0.05)
+                assert time.perf_counter() - t < 300, "first pass did not finish"
+            t_first = time.perf_counter() - t
+            before = await patches_sent(s, sync.url)
+            await asyncio.sleep(1.0)  # let the events of the first pass settle
+
+            t0 = time.perf_counter()
+            async with s.patch(kube.url + "/apis/federation.fedplace.io/v1beta1/clusters/eu-a",
+                               json={"metadata": {"labels": {"pci-compliance-level": "2"}}},
+                               headers={"Content-Type": "application/merge-patch+json"}) as r:
+                assert r.status == 200
+            while await count_with(s, kube.url, lambda i: clusters_of(i) == {"eu-c"}) < affected:
+                await asyncio.sleep(0.02)
+                assert time.perf_counter() - t0 < 120, "remediation did not finish"
+            t_remediate = time.perf_counter() - t0
+            await asyncio.sleep(2.0)  # anything extra would show up now
+            sent = await patches_sent(s, sync.url) - before
+            untouched = await count_with(s, kube.url, lambda i: clusters_of(i) == {"eu-a", "eu-b", "eu-c", "us-d"})
+    finally:
+        for p in (sync, kube, engine):
+            if p is not None:
+                p.stop()
+    print("| measurement | value |")
+    print("|---|---:|")
+    print(f"| label change → last affected ReplicaSet re-placed ({affected:,} of {total:,}) | {t_remediate:.2f} s |")
+    print(f"| patches sent for the change (must be {affected:,}) | {sent:,.0f} |")
+    print(f"| unaffected ReplicaSets left as they were | {untouched:,} of {total - affected:,} |")
+    print(f"| baseline: first pass annotating all {total:,} ReplicaSets | {t_first:.2f} s |")
+    print(f"| throughput of the change pass | {affected / t_remediate:,.0f} patches/s |")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--replicasets", type=int, default=5000)
+    p.add_argument("--affected", type=int, default=1000)
+    a = p.parse_args()
+    asyncio.run(run(a.replicasets, a.affected))
+
+
+if __name__ == "__main__":
+    main()

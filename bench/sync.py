@@ -1,0 +1,195 @@
+"""Benchmark opa-kube-sync: initial replication, peak RSS, and event-to-OPA lag.
+
+Usage: .venv/bin/python bench/sync.py [--replicasets 10000] [--clusters 1000] [--rate 200] [--seconds 10]
+
+Starts the devstack engine and API server, creates the objects, then starts
+opa-kube-sync as a subprocess and measures:
+
+* initial replication: process start → /readyz (every type listed and pushed,
+  sentinel written), and the same minus the process's own start-up (→ /healthz);
+* peak RSS of the sync (VmHWM);
+* lag under a steady stream of updates: from the API server acknowledging a
+  PATCH to OPA serving the new value (polled), p50/p99;
+* baseline, same run: loading the same objects into a fresh engine with one PUT
+  per object — kube-mgmt's per-event path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from devstack.launch import ServerProcess, wait_http  # noqa: E402
+
+CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "clusters.federation.fedplace.io"},
+    "spec": {"group": "federation.fedplace.io", "scope": "Cluster",
+             "names": {"plural": "clusters", "singular": "cluster", "kind": "Cluster", "listKind": "ClusterList"},
+             "versions": [{"name": "v1beta1", "served": True, "storage": True,
+                           "schema": {"openAPIV3Schema": {"type": "object",
+                                                          "x-kubernetes-preserve-unknown-fields": True}}}]},
+}
+NAMESPACES = 20
+
+
+def pct(values: list[float], p: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
+
+
+def proc_status(pid: int, field: str) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def rs(i: int) -> dict:
+    name = f"rs{i}"
+    return {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": name, "namespace": f"ns{i % NAMESPACES}", "labels": {"app": name, "gen": "0"},
+                         "annotations": {"policy.federation.alpha.kubernetes.io/pci-compliance-level": str(i % 3)}},
+            "spec": {"replicas": 3, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "app", "image": "nginx:1.27"}]}}}}
+
+
+def cluster(i: int) -> dict:
+    return {"apiVersion": "federation.fedplace.io/v1beta1", "kind": "Cluster",
+            "metadata": {"name": f"c{i}", "labels": {"pci-compliance-level": str(i % 4)}},
+            "status": {"region": "europe-west1" if i % 2 else "us-east1"}}
+
+
+async def post_all(session: aiohttp.ClientSession, base: str, items: list[tuple[str, dict]], conc: int = 64) -> None:
+    queue = list(items)
+
+    async def worker() -> None:
+        while queue:
+            path, body = queue.pop()
+            async with session.post(base + path, json=body) as r:
+                assert r.status == 201, await r.text()
+
+    await asyncio.gather(*(worker() for _ in range(conc)))
+
+
+async def run(n_rs: int, n_clusters: int, rate: float, seconds: float) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="bench-sync-"))
+    kubeconfig = tmp / "kubeconfig"
+    engine = ServerProcess("engine", ["-m", "devstack.engine", "--listen", "127.0.0.1:{port}", "--log-level", "warning"],
+                           "/health", tmp).start()
+    kube = ServerProcess("kube", ["-m", "devstack.kube", "--listen", "127.0.0.1:{port}", "--history", "100000",
+                                  "--write-kubeconfig", str(kubeconfig), "--log-level", "warning"],
+                         "/version", tmp).start()
+    baseline_engine = ServerProcess("engine-baseline", ["-m", "devstack.engine", "--listen", "127.0.0.1:{port}",
+                                                        "--log-level", "warning"], "/health", tmp).start()
+    sync: ServerProcess | None = None
+    try:
+        async with aiohttp.ClientSession() as s:
+            await post_all(s, kube.url, [("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                                 "metadata": {"name": f"ns{i}"}})
+                                         for i in range(NAMESPACES)])
+            async with s.post(kube.url + "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=CRD) as r:
+                assert r.status == 201
+            t = time.perf_counter()
+            await post_all(s, kube.url, [(f"/apis/apps/v1/namespaces/ns{i % NAMESPACES}/replicasets", rs(i))
+                                         for i in range(n_rs)])
+            await post_all(s, kube.url, [("/apis/federation.fedplace.io/v1beta1/clusters", cluster(i))
+                                         for i in range(n_clusters)])
+            print(f"created {n_rs:,} ReplicaSets + {n_clusters:,} clusters in {time.perf_counter() - t:.1f}s",
+                  file=sys.stderr)
+
+            sync = ServerProcess("sync", [
+                "-m", "sync", "--opa-url", engine.url + "/v1", "--kubeconfig", str(kubeconfig),
+                "--listen", "127.0.0.1:{port}", "--replicate", "apps/v1/replicasets",
+                "--replicate-cluster", "federation.fedplace.io/v1beta1/clusters", "--enable-policies=false",
+                "--log-level", "warning"], "/healthz", tmp)
+            t0 = time.perf_counter()
+            sync.start()
+            t_alive = time.perf_counter() - t0
+            wait_http(sync.url + "/readyz", timeout=120, proc=sync.proc)
+            t_ready = time.perf_counter() - t0
+            async with s.get(engine.url + "/v1/data/kubernetes/replicasets") as r:
+                doc = await r.json()
+            replicated = sum(len(v) for v in doc["result"].values())
+            assert replicated == n_rs, replicated
+
+            lags = await measure_lag(s, kube.url, engine.url, n_rs, rate, seconds)
+            rss_peak = proc_status(sync.proc.pid, "VmHWM")
+
+            # Baseline: the same objects, one PUT per object (kube-mgmt's per-event path).
+            t = time.perf_counter()
+            objs = [(f"/v1/data/kubernetes/replicasets/ns{i % NAMESPACES}/rs{i}", rs(i)) for i in range(n_rs)]
+            objs += [(f"/v1/data/kubernetes/clusters/c{i}", cluster(i)) for i in range(n_clusters)]
+            for path, body in objs:
+                async with s.put(baseline_engine.url + path, json=body) as r:
+                    assert r.status == 204
+            t_baseline = time.perf_counter() - t
+    finally:
+        for p in (sync, baseline_engine, kube, engine):
+            if p is not None:
+                p.stop()
+    n = n_rs + n_clusters
+    print(f"| measurement | value |")
+    print(f"|---|---:|")
+    print(f"| initial replication of {n:,} objects, process start → ready | {t_ready:.2f} s |")
+    print(f"| of which process start-up (→ /healthz) | {t_alive:.2f} s |")
+    print(f"| initial replication after start-up | {t_ready - t_alive:.2f} s |")
+    print(f"| baseline: one PUT per object, same objects | {t_baseline:.2f} s |")
+    print(f"| ratio baseline / sync (after start-up) | {t_baseline / max(t_ready - t_alive, 1e-9):.1f}x |")
+    print(f"| sync peak RSS (VmHWM) | {rss_peak:.0f} MB |")
+    print(f"| update → visible in OPA, p50 ({len(lags)} updates at {rate:.0f}/s) | {statistics.median(lags):.1f} ms |")
+    print(f"| update → visible in OPA, p99 | {pct(lags, 99):.1f} ms |")
+
+
+async def measure_lag(s: aiohttp.ClientSession, kube: str, opa: str, n_rs: int, rate: float, seconds: float) -> list[float]:
+    """PATCH a label at ``rate``/s; for each, time until OPA serves the new value."""
+    lags: list[float] = []
+    tasks: list[asyncio.Task[None]] = []
+
+    async def watch_for(i: int, gen: str, acked: float) -> None:
+        url = f"{opa}/v1/data/kubernetes/replicasets/ns{i % NAMESPACES}/rs{i}/metadata/labels/gen"
+        deadline = acked + 10
+        while time.perf_counter() < deadline:
+            async with s.get(url) as r:
+                if (await r.json()).get("result") == gen:
+                    lags.append((time.perf_counter() - acked) * 1000)
+                    return
+            await asyncio.sleep(0.001)
+
+    total = int(rate * seconds)
+    start = time.perf_counter()
+    for k in range(total):
+        await asyncio.sleep(max(0.0, start + k / rate - time.perf_counter()))
+        i = (k * 7919) % n_rs
+        gen = str(k + 1)
+        async with s.patch(f"{kube}/apis/apps/v1/namespaces/ns{i % NAMESPACES}/replicasets/rs{i}",
+                           json={"metadata": {"labels": {"gen": gen}}},
+                           headers={"Content-Type": "application/merge-patch+json"}) as r:
+            assert r.status == 200, await r.text()
+        tasks.append(asyncio.create_task(watch_for(i, gen, time.perf_counter())))
+    await asyncio.gather(*tasks)
+    return lags
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--replicasets", type=int, default=10_000)
+    p.add_argument("--clusters", type=int, default=1_000)
+    p.add_argument("--rate", type=float, default=200.0)
+    p.add_argument("--seconds", type=float, default=10.0)
+    a = p.parse_args()
+    asyncio.run(run(a.replicasets, a.clusters, a.rate, a.seconds))
+
+
+if __name__ == "__main__":
+    main()
