@@ -73,63 +73,28 @@ annotation_errors contains msg if {
 
 clusters := data.kubernetes.clusters
 
-# Facts about every replicated cluster, computed once per query.
-cluster_labels[name] := object.get(cluster, ["metadata", "labels", pci_label], "0") if {
-	some name, cluster in clusters
-}
-
-cluster_pci_level[name] := to_number(label) if {
-	some name, label in cluster_labels
-	is_string(label)
-	label != ""
-	trim_left(label, "0123456789") == ""
-}
-
-cluster_pci_level[name] := 0 if {
-	some name, label in cluster_labels
-	not is_string(label)
-}
-
-cluster_pci_level[name] := 0 if {
-	some name, label in cluster_labels
-	is_string(label)
-	trim_left(label, "0123456789") != ""
-}
-
-cluster_pci_level[name] := 0 if {
-	some name, label in cluster_labels
-	label == ""
-}
-
-cluster_regions[name] := lower(object.get(cluster, ["status", "region"], "")) if {
-	some name, cluster in clusters
-}
-
-eu_clusters contains name if {
-	some name, region in cluster_regions
-	startswith(region, "europe-")
-}
-
-eu_clusters contains name if {
-	some name, region in cluster_regions
-	startswith(region, "eu-")
-}
-
-eu_clusters contains name if {
-	some name, region in cluster_regions
-	endswith(region, "europe")
-}
-
+# Eligibility is checked inline (one pass over the clusters per rule): the
+# remediation library evaluates this policy once per replicated object.
 eligible_clusters contains name if {
 	not eu_required
-	some name, level in cluster_pci_level
-	level >= required_pci
+	some name, cluster in clusters
+	pci_ok(object.get(cluster, ["metadata", "labels", pci_label], "0"))
 }
 
 eligible_clusters contains name if {
 	eu_required
-	some name in eu_clusters
-	cluster_pci_level[name] >= required_pci
+	some name, cluster in clusters
+	regex.match(`^(europe-|eu-)|europe$`, lower(object.get(cluster, ["status", "region"], "")))
+	pci_ok(object.get(cluster, ["metadata", "labels", pci_label], "0"))
+}
+
+# A cluster's PCI level label satisfies the requirement; labels that are not
+# whole numbers count as level 0.
+pci_ok(_) if required_pci == 0
+
+pci_ok(label) if {
+	regex.match(`^[0-9]+$`, label)
+	to_number(label) >= required_pci
 }
 
 developer_set_preferences if {
