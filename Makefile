@@ -25,6 +25,9 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/engine.py
+	$(PY) bench/kube.py
+	$(PY) bench/sync.py
+	$(PY) bench/remediation.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info
