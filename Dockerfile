@@ -1,0 +1,47 @@
+# syntax=docker/dockerfile:1
+# One image for both long-running components; the Deployment picks the command:
+#   fedplace-admission   the mutating admission webhook
+#   opa-kube-sync        OPA's sidecar (replication, policy loading, remediation)
+# The devstack (development-only stand-ins) is not included.
+#
+#   docker build -t REGISTRY/fedplace:TAG .
+#
+# Pin PYTHON_IMAGE by digest in your build pipeline for reproducible builds.
+ARG PYTHON_IMAGE=python:3.11-slim
+
+# -- builder: install the package and its dependencies into a virtualenv ------------
+FROM ${PYTHON_IMAGE} AS builder
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1
+RUN python -m venv /opt/fedplace
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY common/ common/
+COPY admission/ admission/
+COPY sync/ sync/
+COPY remediator/ remediator/
+# Not editable, no extras: only the runtime dependencies of pyproject.toml.
+# Byte-code is compiled here, as the runtime root filesystem is read-only.
+RUN /opt/fedplace/bin/pip install . \
+ && /opt/fedplace/bin/python -m compileall -q /opt/fedplace/lib \
+ && /opt/fedplace/bin/fedplace-admission --help >/dev/null \
+ && /opt/fedplace/bin/opa-kube-sync --help >/dev/null
+
+# -- runtime: the virtualenv on a clean base, no build tools, not root ---------------
+FROM ${PYTHON_IMAGE}
+LABEL org.opencontainers.image.title="fedplace" \
+      org.opencontainers.image.description="Policy-driven placement for federated Kubernetes: fedplace-admission and opa-kube-sync" \
+      org.opencontainers.image.licenses="Apache-2.0"
+RUN groupadd --system --gid 65532 fedplace \
+ && useradd --system --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent \
+      --shell /usr/sbin/nologin fedplace
+COPY --from=builder /opt/fedplace /opt/fedplace
+ENV PATH=/opt/fedplace/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+# Numeric, so that Kubernetes' runAsNonRoot can verify it.
+USER 65532:65532
+# 8443: fedplace-admission (HTTPS); 8182: opa-kube-sync (health, metrics, notifications).
+EXPOSE 8443 8182
+CMD ["fedplace-admission", "--help"]

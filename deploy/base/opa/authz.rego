@@ -1,0 +1,95 @@
+# Authorization of OPA's own REST API (OPA runs with --authentication=token
+# --authorization=basic, so every request is decided by data.system.authz.allow
+# with input = {method, path, params, headers, identity: <bearer token>}).
+#
+# Where the tokens come from: OPA's environment, read with opa.runtime().env.
+# The Deployment fills FEDPLACE_SYNC_TOKEN and FEDPLACE_ADMISSION_TOKEN from the
+# Secret opa-tokens (secretKeyRef), and the clients read the same Secret keys
+# as files. So this policy holds no secret, is committed as it is, and the
+# tokens exist in one place only. Rotating a token = rewriting the Secret and
+# restarting the OPA pods (`kubectl -n opa rollout restart deploy/opa`); the
+# sidecar re-pushes everything after the restart.
+#
+# Tokens shorter than min_token_length never match, so an empty or
+# placeholder value locks OPA instead of opening it.
+#
+# Keep policy_namespaces and replicate_root in step with opa-kube-sync's
+# --policy-namespace and --replicate-path (tests/deploy checks it), and the
+# admission path with fedplace-admission's --opa-decision-path.
+package system.authz
+
+default allow := false
+
+min_token_length := 32
+
+policy_namespaces := {"kube-federation-scheduling-policy"}
+
+replicate_root := "kubernetes"
+
+# opa-kube-sync's restart-detection sentinel (data.fedplace_sync).
+sentinel_root := "fedplace_sync"
+
+admission_decision := ["v1", "data", "io", "k8s", "federation", "admission"]
+
+env := opa.runtime().env
+
+# Surrounding whitespace is ignored, as the clients strip their token files.
+token(name) := t if {
+	is_string(env[name])
+	t := trim_space(env[name])
+	count(t) >= min_token_length
+}
+
+sync if input.identity == token("FEDPLACE_SYNC_TOKEN")
+
+admission if input.identity == token("FEDPLACE_ADMISSION_TOKEN")
+
+# Probes and Prometheus have no token: anyone may ask whether OPA is up and
+# read its metrics (request counts and timings, nothing from the data). OPA
+# applies this policy to the diagnostic listener (:8282) too.
+allow if {
+	input.method == "GET"
+	input.path in {["health"], ["metrics"]}
+}
+
+# fedplace-admission: only its decision.
+allow if {
+	admission
+	input.method == "POST"
+	input.path == admission_decision
+}
+
+# opa-kube-sync: list policies; write and delete only the modules it owns
+# (ids <policy namespace>/<configmap>/<key>), never this file's.
+allow if {
+	sync
+	input.method == "GET"
+	input.path == ["v1", "policies"]
+}
+
+allow if {
+	sync
+	input.method in {"GET", "PUT", "DELETE"}
+	input.path[0] == "v1"
+	input.path[1] == "policies"
+	input.path[2] in policy_namespaces
+	count(input.path) > 3
+}
+
+# opa-kube-sync: replicated objects and its sentinel, any method.
+allow if {
+	sync
+	input.method in {"GET", "PUT", "PATCH", "DELETE"}
+	input.path[0] == "v1"
+	input.path[1] == "data"
+	input.path[2] in {replicate_root, sentinel_root}
+}
+
+# opa-kube-sync's remediator: queries (POST evaluates, it never writes).
+allow if {
+	sync
+	input.method == "POST"
+	input.path[0] == "v1"
+	input.path[1] == "data"
+	input.path[2] != "system"
+}

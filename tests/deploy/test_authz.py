@@ -1,0 +1,129 @@
+"""OPA's system.authz policy (deploy/base/opa/authz.rego), evaluated with the
+devstack's Rego interpreter (regorus) and opa.runtime() supplied as an
+extension — what OPA evaluates for every API request under
+``--authentication=token --authorization=basic``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.deploy.conftest import DEPLOY, container, expand_env, flag
+
+regorus = pytest.importorskip("regorus", reason="the devstack's Rego interpreter (test extra) is needed")
+
+AUTHZ = DEPLOY / "base" / "opa" / "authz.rego"
+SYNC = "s" * 20 + "0123456789abcdef0123456789abcdef"
+ADMISSION = "a" * 20 + "0123456789abcdef0123456789abcdef"
+ENV = {"FEDPLACE_SYNC_TOKEN": SYNC, "FEDPLACE_ADMISSION_TOKEN": ADMISSION, "HOME": "/"}
+POLICY = ["v1", "policies", "kube-federation-scheduling-policy", "fedplace-federation", "placement.rego"]
+DECISION = ["v1", "data", "io", "k8s", "federation", "admission"]
+
+
+def engine(env: dict[str, str]) -> Any:
+    e = regorus.Engine()
+    e.add_extension("opa.runtime", 0, lambda: {"env": env})
+    e.add_policy("authz.rego", AUTHZ.read_text())
+    return e
+
+
+def allowed(method: str, path: list[str], identity: str | None, env: dict[str, str] | None = None) -> bool:
+    e = engine(ENV if env is None else env)
+    request: dict[str, Any] = {"method": method, "path": path, "params": {}, "headers": {}}
+    if identity is not None:
+        request["identity"] = identity
+    e.set_input(request)
+    return e.eval_rule("data.system.authz.allow") is True
+
+
+CASES = [
+    # (who, method, path, allowed)
+    (None, "GET", ["health"], True),
+    (None, "GET", ["v1", "data"], False),
+    (None, "POST", DECISION, False),
+    (None, "GET", ["metrics"], True),
+    (None, "POST", ["health"], False),
+    (None, "GET", ["v1", "status"], False),
+    ("admission", "POST", DECISION, True),
+    ("admission", "GET", DECISION, False),
+    ("admission", "GET", ["v1", "data", "kubernetes"], False),
+    ("admission", "PUT", ["v1", "data", "kubernetes", "replicasets"], False),
+    ("admission", "PUT", POLICY, False),
+    ("admission", "POST", ["v1", "data", "io", "k8s", "federation", "remediation", "notifications"], False),
+    ("sync", "GET", ["v1", "policies"], True),
+    ("sync", "PUT", POLICY, True),
+    ("sync", "DELETE", POLICY, True),
+    ("sync", "PUT", ["v1", "policies", "authz", "authz.rego"], False),
+    ("sync", "DELETE", ["v1", "policies", "", "authz", "authz.rego"], False),  # the file-loaded module
+    ("sync", "PUT", ["v1", "policies", "kube-federation-scheduling-policy"], False),
+    ("sync", "PUT", ["v1", "data", "kubernetes", "replicasets"], True),
+    ("sync", "PATCH", ["v1", "data", "kubernetes", "replicasets", "default", "web"], True),
+    ("sync", "DELETE", ["v1", "data", "kubernetes", "clusters", "gce-europe-west1"], True),
+    ("sync", "GET", ["v1", "data", "fedplace_sync"], True),
+    ("sync", "PUT", ["v1", "data", "fedplace_sync"], True),
+    ("sync", "POST", ["v1", "data", "io", "k8s", "federation", "remediation", "notifications"], True),
+    ("sync", "PUT", ["v1", "data", "system", "authz"], False),
+    ("sync", "POST", ["v1", "data", "system", "authz", "allow"], False),
+    ("sync", "PUT", ["v1", "data"], False),
+    ("sync", "GET", ["v1", "config"], False),
+    ("wrong", "POST", DECISION, False),
+    ("wrong", "GET", ["v1", "policies"], False),
+]
+
+
+@pytest.mark.parametrize("who, method, path, expected", CASES,
+                         ids=[f"{w}-{m}-{'/'.join(p)}" for w, m, p, _ in CASES])
+def test_authz_matrix(who: str | None, method: str, path: list[str], expected: bool):
+    identity = {"sync": SYNC, "admission": ADMISSION, "wrong": "x" * 64, None: None}[who]
+    assert allowed(method, path, identity) is expected
+
+
+@pytest.mark.parametrize("value", ["", "changeme", "REPLACE-ME", "short-token-1234567890"])
+def test_short_or_placeholder_tokens_never_match(value: str):
+    env = {"FEDPLACE_SYNC_TOKEN": value, "FEDPLACE_ADMISSION_TOKEN": value}
+    assert not allowed("POST", DECISION, value, env)
+    assert not allowed("GET", ["v1", "policies"], value, env)
+
+
+def test_missing_tokens_lock_opa():
+    assert not allowed("GET", ["v1", "policies"], "", {})
+    assert not allowed("POST", DECISION, SYNC, {})
+    assert allowed("GET", ["health"], None, {})
+
+
+def test_token_secret_with_trailing_newline_still_matches():
+    """The clients strip their token files; the environment copy is stripped too."""
+    env = {"FEDPLACE_SYNC_TOKEN": SYNC + "\n", "FEDPLACE_ADMISSION_TOKEN": " " + ADMISSION + "\n"}
+    assert allowed("POST", DECISION, ADMISSION, env)
+    assert allowed("GET", ["v1", "policies"], SYNC, env)
+
+
+def rule(name: str) -> Any:
+    e = engine(ENV)
+    e.set_input({})
+    return e.eval_rule(f"data.system.authz.{name}")
+
+
+def test_authz_constants_match_the_components_flags(rendered):
+    r = rendered["cert-manager"]
+    w = r.get("Deployment", "opa", "opa")
+    sync = container(w, "opa-kube-sync")
+    env = {e["name"]: e["value"] for e in sync.get("env", []) if "value" in e}
+    args = expand_env(sync["args"], {**env, "POD_NAMESPACE": "opa", "POD_NAME": "opa-0"})
+    policy_namespaces = [a.split("=", 1)[1] for a in args if a.startswith("--policy-namespace=")]
+    assert sorted(rule("policy_namespaces")) == sorted(policy_namespaces)
+    assert rule("replicate_root") == flag(sync, "--replicate-path", "kubernetes")
+    try:
+        from sync.sentinel import SENTINEL_PATH
+    except ImportError:
+        SENTINEL_PATH = ["fedplace_sync"]
+    assert [rule("sentinel_root")] == list(SENTINEL_PATH)
+    from admission.config import DEFAULT_DECISION_PATH
+
+    adm = container(r.get("Deployment", "fedplace-admission", "opa"), "admission")
+    decision = flag(adm, "--opa-decision-path", DEFAULT_DECISION_PATH)
+    assert rule("admission_decision") == decision.strip("/").split("/")
+    # OPA gets both tokens from the environment variables the policy reads.
+    opa_env = {e["name"] for e in container(w, "opa")["env"]}
+    assert {"FEDPLACE_SYNC_TOKEN", "FEDPLACE_ADMISSION_TOKEN"} <= opa_env
