@@ -12,6 +12,10 @@ list-then-watch protocol (CONTRACTS.md, "List" and "Watch"):
    re-watches from the last resourceVersion;
 3. an ``ERROR`` event with code 410 (or HTTP 410), any other watch failure, or
    an exception raised by the handler → back off with jitter and go to 1.
+   Consecutive failures grow the backoff (capped) even when the relist itself
+   succeeds; it resets once a watch delivers something. A watch that ends
+   cleanly at once with nothing received (a server or proxy dropping streams)
+   is re-watched after a growing backoff too, never in a tight loop.
 
 ``synced`` is set after the first ``on_sync`` returned. ``objects`` is the
 cache, keyed ``namespace/name`` (``name`` for cluster-scoped types); it is
@@ -56,6 +60,7 @@ class InformerSettings:
     watch_timeout: int = 300
     backoff_initial: float = 0.2
     backoff_max: float = 10.0
+    short_watch: float = 1.0  # a watch ending sooner with nothing received is backed off
     label_selector: str | None = None
     field_selector: str | None = None
 
@@ -92,6 +97,7 @@ class Informer:
         self.synced = asyncio.Event()
         self.stats = InformerStats()
         self.changed = asyncio.Event()  # set on every change; consumers clear it
+        self._received = 0  # events (bookmarks included) the current/last watch carried
 
     def __repr__(self) -> str:
         where = f" in {self.namespace}" if self.namespace else ""
@@ -104,17 +110,26 @@ class Informer:
         failures = 0
         while True:
             try:
+                self._received = 0
                 await self._list()
-                failures = 0
+                empty = 0  # consecutive watches that ended at once with nothing received
                 while True:
-                    await self._watch()
+                    started = time.monotonic()
+                    received = await self._watch()
                     self.stats.watch_restarts += 1
+                    if received:
+                        failures = empty = 0
+                    elif time.monotonic() - started < self.settings.short_watch:
+                        empty += 1
+                        await asyncio.sleep(self._backoff(empty))
             except asyncio.CancelledError:
                 raise
             except WatchExpired:
                 log.info("watch expired; relisting", extra={"resource": str(self.resource)})
                 delay = self._backoff(0)
             except Exception as exc:  # noqa: BLE001 - any failure → backoff + relist
+                if self._received:  # the failed watch had been working: start the backoff again
+                    failures = 0
                 failures += 1
                 self.stats.errors += 1
                 self.stats.last_error = f"{exc.__class__.__name__}: {exc}"
@@ -172,7 +187,9 @@ class Informer:
         self.synced.set()
         self.changed.set()
 
-    async def _watch(self) -> None:
+    async def _watch(self) -> int:
+        """One watch stream until it ends cleanly; returns how many events (bookmarks included) it carried."""
+        self._received = 0
         q = self._query() + [
             ("watch", "true"),
             ("allowWatchBookmarks", "true"),
@@ -190,8 +207,10 @@ class Informer:
         try:
             async for event in _json_lines(resp):
                 await self._apply(event)
+                self._received += 1  # counted once handled: a handler failing on it is no progress
         finally:
             resp.release()
+        return self._received
 
     async def _apply(self, event: dict[str, Any]) -> None:
         etype = event.get("type")

@@ -3,33 +3,26 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import signal
 
 from common.logs import configure_logging
-from sync.service import SyncService
-from sync.settings import SyncSettings, parse_settings
-
-log = logging.getLogger("sync")
+from sync.app import run
+from sync.config import SyncConfig, parse_args
 
 
-async def run(settings: SyncSettings) -> int:
-    service = SyncService(settings)
+async def _main(config: SyncConfig) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await service.start()
-    await stop.wait()
-    log.info("shutting down")
-    await service.stop()
+    await run(config, stop)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    settings = parse_settings(argv)
-    configure_logging("opa-kube-sync", settings.log_level)
-    return asyncio.run(run(settings))
+    config = parse_args(argv)  # exits 2 on a bad flag
+    configure_logging("opa-kube-sync", config.log_level)
+    return asyncio.run(_main(config))
 
 
 if __name__ == "__main__":

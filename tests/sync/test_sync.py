@@ -1,6 +1,6 @@
 """opa-kube-sync against the devstack engine and API server, over HTTP.
 
-The sync runs in-process (SyncService); every scenario ends by comparing
+The sync runs in-process (SyncApp); every scenario ends by comparing
 OPA's data with the API server's state, object by object.
 """
 
@@ -17,10 +17,10 @@ import pytest
 from prometheus_client import REGISTRY
 
 from common.kube_client import KubeApiError, Resource, kube_json
-from sync.policy_loader import STATUS_ANNOTATION
-from sync.replication import LAST_APPLIED, layout, strip
-from sync.service import SyncService
-from sync.settings import parse_settings
+from sync.app import SyncApp
+from sync.config import parse_args
+from sync.policies import STATUS_ANNOTATION
+from sync.replicate import LAST_APPLIED, layout, strip
 
 ROOT = Path(__file__).resolve().parents[2]
 CM = Resource("", "v1", "configmaps", True)
@@ -28,50 +28,6 @@ RS = Resource("apps", "v1", "replicasets", True)
 CLUSTERS = Resource("federation.fedplace.io", "v1beta1", "clusters", False)
 POLICY_NS = "kube-federation-scheduling-policy"
 NS = "apps"
-
-
-# -- pure parts --------------------------------------------------------------------
-
-
-def test_strip_removes_noise_only():
-    obj = {"kind": "ConfigMap", "metadata": {"name": "a", "managedFields": [{}],
-                                             "annotations": {LAST_APPLIED: "{}", "keep": "1"}}, "data": {"k": "v"}}
-    out = strip(obj)
-    assert out == {"kind": "ConfigMap", "metadata": {"name": "a", "annotations": {"keep": "1"}}, "data": {"k": "v"}}
-    assert obj["metadata"]["managedFields"] == [{}]  # the input is not modified
-
-
-def test_layout_namespaced_cluster_scoped_and_ignored():
-    objs = [{"metadata": {"name": "a", "namespace": "x"}}, {"metadata": {"name": "b", "namespace": "y"}}]
-    assert layout(RS, objs, frozenset({"y"})) == {"x": {"a": objs[0]}}
-    assert layout(CLUSTERS, [{"metadata": {"name": "c"}}]) == {"c": {"metadata": {"name": "c"}}}
-
-
-@pytest.mark.parametrize(
-    "argv, message",
-    [
-        (["--replicate", "replicasets"], "--replicate"),
-        (["--listen", "nowhere"], "--listen"),
-        (["--enable-data=maybe"], "--enable-data"),
-        (["--remediate", "enforce", "--replicate", "v1/configmaps"], "--remediate-resource"),
-        (["--replicate", "v1/configmaps", "--replicate-cluster", "x/v1/configmaps"], "more than once"),
-    ],
-)
-def test_bad_flags_exit_2_naming_the_flag(argv, message, capsys):
-    with pytest.raises(SystemExit) as exc:
-        parse_settings(argv)
-    assert exc.value.code == 2
-    assert message in capsys.readouterr().err
-
-
-def test_kube_mgmt_style_flags():
-    s = parse_settings(["--opa-url", "http://opa:8181/v1", "--replicate", "apps/v1/replicasets",
-                        "--replicate-cluster", "federation.fedplace.io/v1beta1/clusters",
-                        "--enable-policies=false", "--replicate-ignore-namespaces", "kube-system,opa"])
-    assert [str(r) for r in s.resources] == ["apps/v1/replicasets", "federation.fedplace.io/v1beta1/clusters"]
-    assert not s.enable_policies and s.enable_data
-    assert s.ignore_namespaces == {"kube-system", "opa"}
-    assert s.policy_namespaces == [POLICY_NS]
 
 
 # -- helpers --------------------------------------------------------------------------
@@ -109,6 +65,33 @@ async def mirrored(api, opa, res: Resource, root: str = "kubernetes") -> bool:
     want = await api_view(api, res)
     got = await opa_data(opa, root, res.plural) or {}
     return got == want
+
+
+async def policies_mirrored(api, opa, namespace: str = POLICY_NS) -> bool:
+    """OPA's modules under ``<namespace>/`` equal the ConfigMaps' data keys, source for source."""
+    try:
+        doc = await kube_json(api, "GET", CM.collection_path(namespace))
+    except KubeApiError as exc:
+        if exc.status != 404:
+            raise
+        doc = {"items": []}
+    want = {f"{namespace}/{cm['metadata']['name']}/{k}": v for cm in doc["items"] for k, v in (cm.get("data") or {}).items()}
+    _, body = await opa.request("GET", "/v1/policies")
+    got = {p["id"]: p["raw"] for p in body["result"] if p["id"].startswith(namespace + "/")}
+    return got == want
+
+
+async def assert_in_sync(api, opa, *resources: Resource, policies: bool = False, timeout: float = 10.0) -> None:
+    """The end of every scenario: OPA holds exactly the API server's state, object by object
+    (and, with ``policies``, module by module)."""
+
+    async def check() -> bool:
+        for res in resources:
+            if not await mirrored(api, opa, res):
+                return False
+        return not policies or await policies_mirrored(api, opa)
+
+    await eventually(check, timeout, "OPA to hold the API server's state")
 
 
 async def policy_status(api, name: str) -> dict[str, Any] | None:
@@ -162,13 +145,13 @@ async def world(kube, kube_api, opa):
 
 
 @pytest.fixture
-async def start_sync(kube, opa) -> AsyncIterator[Callable[..., Awaitable[SyncService]]]:
-    services: list[SyncService] = []
+async def start_sync(kube, opa) -> AsyncIterator[Callable[..., Awaitable[SyncApp]]]:
+    services: list[SyncApp] = []
 
-    async def start(*extra: str, wait_ready: bool = True) -> SyncService:
+    async def start(*extra: str, wait_ready: bool = True) -> SyncApp:
         argv = ["--opa-url", opa.url + "/v1", "--kubeconfig", str(kube.kubeconfig), "--listen", "127.0.0.1:0",
                 "--opa-check-interval", "0.2", "--replicate", "apps/v1/replicasets", *extra]
-        svc = SyncService(parse_settings(argv))
+        svc = SyncApp(parse_args(argv))
         services.append(svc)
         await svc.start()
         if wait_ready:
@@ -184,6 +167,10 @@ async def _true(value: bool) -> bool:
     return value
 
 
+async def _watching(kube) -> bool:
+    return (await kube.state())["watchers"] >= 1
+
+
 # -- replication ------------------------------------------------------------------------
 
 
@@ -195,15 +182,48 @@ async def test_initial_replication_and_changes(world, opa, start_sync):
     await kube_json(api, "PATCH", RS.object_path("rs0", NS), body={"spec": {"replicas": 5}},
                     content_type="application/merge-patch+json")
     await kube_json(api, "DELETE", RS.object_path("rs1", NS))
-    await eventually(lambda: mirrored(api, opa, RS), what="OPA to mirror the changes")
+    await assert_in_sync(api, opa, RS)
     got = await opa_data(opa, "kubernetes", "replicasets", NS)
     assert sorted(got) == ["new", "rs0", "rs2"] and got["rs0"]["spec"]["replicas"] == 5
     async with aiohttp.ClientSession() as s:
         async with s.get(f"http://127.0.0.1:{svc.port}/metrics") as r:
             text = await r.text()
-    assert 'fedplace_sync_objects{resource="apps/v1/replicasets"} 3.0' in text
+    for line in ('fedplace_sync_objects{resource="apps/v1/replicasets"} 3.0',
+                 'fedplace_sync_relists_total{resource="apps/v1/replicasets"}',
+                 'fedplace_sync_replication_lag_seconds_count{resource="apps/v1/replicasets"}',
+                 'fedplace_sync_events_applied_total{resource="apps/v1/replicasets",type="DELETED"}'):
+        assert line in text, line
 
 
+async def test_ignored_namespaces_are_not_replicated(world, opa, start_sync):
+    api = world
+    await create_ns(api, "skipped")
+    await kube_json(api, "POST", RS.collection_path("skipped"), body={**rs_body("hidden"),
+                                                                     "metadata": {"name": "hidden", "namespace": "skipped"}})
+    await start_sync("--replicate-ignore-namespaces", "skipped,other")
+    await kube_json(api, "POST", RS.collection_path("skipped"), body={**rs_body("hidden2"),
+                                                                     "metadata": {"name": "hidden2", "namespace": "skipped"}})
+    await kube_json(api, "POST", RS.collection_path(NS), body=rs_body("seen"))
+
+    async def only_apps() -> bool:
+        got = await opa_data(opa, "kubernetes", "replicasets") or {}
+        want = await api_view(api, RS)
+        del want["skipped"]
+        return got == want
+
+    await eventually(only_apps, what="only the non-ignored namespace replicated")
+
+
+async def test_opa_token_file(kube, kube_api, opa_auth, tmp_path, start_sync):
+    await create_ns(kube_api, NS)
+    await kube_json(kube_api, "POST", RS.collection_path(NS), body=rs_body("secured"))
+    token_file = tmp_path / "token"
+    token_file.write_text(opa_auth.token + "\n")
+    await start_sync("--opa-url", opa_auth.url, "--opa-token-file", str(token_file))
+    await assert_in_sync(kube_api, opa_auth, RS)
+
+
+@pytest.mark.devstack_only
 async def test_readiness_waits_for_the_initial_sync(world, opa, kube, start_sync):
     await opa.set_faults({"fail": {"path": "/v1/data/kubernetes", "method": "PUT", "status": 503, "count": 3}})
     svc = await start_sync(wait_ready=False)
@@ -213,17 +233,21 @@ async def test_readiness_waits_for_the_initial_sync(world, opa, kube, start_sync
         async with s.get(f"http://127.0.0.1:{svc.port}/readyz") as r:
             assert r.status == 503
     await eventually(lambda: _true(svc.is_ready()), 15, "ready after OPA recovers")
-    assert await mirrored(world, opa, RS)
+    async with aiohttp.ClientSession() as s:
+        async with s.get(f"http://127.0.0.1:{svc.port}/readyz") as r:
+            assert r.status == 200
+    await assert_in_sync(world, opa, RS)
 
 
 @pytest.mark.devstack_only
 async def test_watch_closed_mid_stream(world, opa, kube, start_sync):
     api = world
     svc = await start_sync()
+    await eventually(lambda: _watching(kube), what="the replication watch to be open")  # else nothing to cut
     await kube.close_watches()
     await kube_json(api, "POST", RS.collection_path(NS), body=rs_body("after-cut"))
     await kube_json(api, "DELETE", RS.object_path("rs2", NS))
-    await eventually(lambda: mirrored(api, opa, RS), what="OPA to mirror changes after the cut")
+    await assert_in_sync(api, opa, RS)
     assert svc.replicators["replicasets"].informer.stats.watch_restarts >= 1
 
 
@@ -240,22 +264,57 @@ async def test_410_after_compaction_drops_objects_deleted_in_the_gap(world, opa,
     await kube_json(api, "POST", RS.collection_path(NS), body=rs_body("in-gap"))
     await kube.compact()
     await kube.clear_faults()
-    await eventually(lambda: mirrored(api, opa, RS), 20, "OPA to drop the object deleted in the gap")
+    await assert_in_sync(api, opa, RS, timeout=20)
     assert "rs0" not in await opa_data(opa, "kubernetes", "replicasets", NS)
     assert informer.stats.relists > relists
+
+
+@pytest.mark.devstack_only
+async def test_relist_while_opa_fails(world, opa, kube, start_sync):
+    """A relist whose collection PUT OPA refuses (503) is retried by the flusher, not dropped."""
+    api = world
+    svc = await start_sync()
+    await kube.set_faults({"fail": {"path": RS.collection_path(), "method": "GET", "status": 503, "count": -1}})
+    await kube.close_watches()
+    await kube_json(api, "DELETE", RS.object_path("rs1", NS))
+    await kube.compact()
+    await opa.set_faults({"fail": {"path": "/v1/data/kubernetes/replicasets", "method": "PUT", "status": 503,
+                                   "count": 4}})
+    await kube.clear_faults()
+    await assert_in_sync(api, opa, RS, timeout=10)
+    assert svc.is_ready()
+
+
+@pytest.mark.devstack_only
+async def test_policy_change_while_opa_fails_is_repaired(world, opa, start_sync):
+    api = world
+    await put_configmap(api, "p", {"a.rego": "package fedtest.a\n\nx := 1\n"})
+    await start_sync("--policy-namespace", POLICY_NS)
+    await eventually(lambda: _status_is(api, "p", "ok"), what="ok status")
+    await opa.set_faults({"fail": {"path": "/v1/policies", "status": 503, "count": 6}})
+    await put_configmap(api, "p", {"a.rego": "package fedtest.a\n\nx := 2\n"})
+    await eventually(lambda: _eq(opa_data(opa, "fedtest", "a", "x"), 2), 10, "the change loaded once OPA answers")
+    assert (await policy_status(api, "p")) == {"status": "ok"}
+    await assert_in_sync(api, opa, RS, policies=True)
 
 
 @pytest.mark.devstack_only
 async def test_opa_wiped_is_restored(world, opa, start_sync):
     api = world
     svc = await start_sync("--policy-namespace", POLICY_NS)
-    await put_configmap(api, "p", {"a.rego": "package fedtest.a\n\nx := 1\n"})
-    await eventually(lambda: _eq(opa_data(opa, "fedtest", "a", "x"), 1), what="policy loaded")
+    # "a-user" imports "b-lib": on a re-push it loads first, fails, and must be retried.
+    await put_configmap(api, "b-lib", {"l.rego": "package fedtest.lib\n\ndouble(x) := x * 2\n"})
+    await put_configmap(api, "a-user", {"u.rego": "package fedtest.user\n\nimport data.fedtest.lib\n\nfour := lib.double(2)\n"})
+    await eventually(lambda: _eq(opa_data(opa, "fedtest", "user", "four"), 4), what="policies loaded")
     await opa.wipe()
-    took = await eventually(lambda: mirrored(api, opa, RS), 5, "data restored after the wipe")
-    await eventually(lambda: _eq(opa_data(opa, "fedtest", "a", "x"), 1), 5, "policies restored")
+    start = time.monotonic()
+    await assert_in_sync(api, opa, RS, policies=True, timeout=5)
+    await eventually(lambda: _eq(opa_data(opa, "fedtest", "user", "four"), 4), 5, "policies restored")
+    took = time.monotonic() - start
+    print(f"state restored {took:.2f} s after the wipe")
     assert svc.detector.resyncs >= 1
     assert took < 5
+    assert (await policy_status(api, "a-user")) == {"status": "ok"}
 
 
 @pytest.mark.devstack_only
@@ -263,7 +322,7 @@ async def test_opa_process_restart_is_restored(kube, kube_api, opa_process):
     api = kube_api
     await create_ns(api, NS)
     await kube_json(api, "POST", RS.collection_path(NS), body=rs_body("survivor"))
-    svc = SyncService(parse_settings(["--opa-url", opa_process.url, "--kubeconfig", str(kube.kubeconfig),
+    svc = SyncApp(parse_args(["--opa-url", opa_process.url, "--kubeconfig", str(kube.kubeconfig),
                                       "--listen", "127.0.0.1:0", "--opa-check-interval", "0.2",
                                       "--replicate", "apps/v1/replicasets"]))
     await svc.start()
@@ -274,6 +333,7 @@ async def test_opa_process_restart_is_restored(kube, kube_api, opa_process):
         opa_process.process.start()
         took = await eventually(lambda: mirrored(api, opa_process, RS), 10, "restored after the restart")
         assert took < 5
+        await assert_in_sync(api, opa_process, RS)
     finally:
         await svc.stop()
 
@@ -282,10 +342,10 @@ async def test_opa_process_restart_is_restored(kube, kube_api, opa_process):
 async def test_opa_500s_then_recovery(world, opa, start_sync):
     api = world
     await start_sync()
-    await opa.set_faults({"fail": {"path": "/v1/data/kubernetes/replicasets", "status": 500, "count": 5}})
+    await opa.set_faults({"fail": {"path": "/v1/data", "method": "PUT", "status": 500, "count": 5}})
     await kube_json(api, "POST", RS.collection_path(NS), body=rs_body("during-500s"))
     await kube_json(api, "DELETE", RS.object_path("rs1", NS))
-    await eventually(lambda: mirrored(api, opa, RS), 15, "OPA to catch up after the 500s")
+    await assert_in_sync(api, opa, RS, timeout=15)
 
 
 async def test_custom_resource_cluster_scoped(kube, kube_api, opa, start_sync):
@@ -301,7 +361,7 @@ async def test_custom_resource_cluster_scoped(kube, kube_api, opa, start_sync):
     got = await opa_data(opa, "kubernetes", "clusters")
     assert set(got) == {"eu-1", "us-1"} and got["eu-1"]["kind"] == "Cluster"
     await kube_json(api, "DELETE", CLUSTERS.object_path("us-1"))
-    await eventually(lambda: mirrored(api, opa, CLUSTERS), what="cluster deletion replicated")
+    await assert_in_sync(api, opa, CLUSTERS)
 
 
 async def _eq(awaitable: Awaitable[Any], value: Any) -> bool:
@@ -337,6 +397,7 @@ async def test_compile_error_then_fixed(world, opa, start_sync):
                                            "bad.rego": "package fedtest.bad\n\nallow if true\n"})
     await eventually(lambda: _status_is(api, "placement", "ok"), what="ok status")
     assert await opa_data(opa, "fedtest", "bad", "allow") is True
+    await assert_in_sync(api, opa, RS, policies=True)
 
 
 async def _status_is(api, name: str, value: str) -> bool:
@@ -360,6 +421,7 @@ async def test_status_write_does_not_reload(world, opa, start_sync):
     cm = await kube_json(api, "GET", CM.object_path("p", POLICY_NS))
     assert cm["metadata"]["resourceVersion"] == rv
     assert loads() - before == 1  # loaded once; our own status write did not reload it
+    await assert_in_sync(api, opa, RS, policies=True)
 
 
 async def test_key_removal_deletes_only_that_module(world, opa, start_sync):
@@ -384,6 +446,7 @@ async def test_key_removal_deletes_only_that_module(world, opa, start_sync):
         return body["result"] == []
 
     await eventually(none_left, what="ConfigMap deletion removes its modules")
+    await assert_in_sync(api, opa, RS, policies=True)
 
 
 async def test_dependent_module_is_retried_until_ok(world, opa, start_sync):
@@ -394,6 +457,7 @@ async def test_dependent_module_is_retried_until_ok(world, opa, start_sync):
     await put_configmap(api, "lib", {"l.rego": "package fedtest.lib\n\ndouble(x) := x * 2\n"})
     await eventually(lambda: _status_is(api, "user", "ok"), what="user retried once the library loaded")
     assert await opa_data(opa, "fedtest", "user", "four") == 4
+    await assert_in_sync(api, opa, RS, policies=True)
 
 
 # -- remediation wiring ------------------------------------------------------------------------
@@ -413,4 +477,4 @@ async def test_remediation_enforced_through_the_sync(world, opa, start_sync):
                    for i in doc["items"])
 
     await eventually(all_owned, 15, "every ReplicaSet annotated by the remediator")
-    await eventually(lambda: mirrored(api, opa, RS), what="the patched objects replicated back")
+    await assert_in_sync(api, opa, RS, policies=True)

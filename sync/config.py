@@ -1,7 +1,11 @@
-"""opa-kube-sync's flags (kube-mgmt compatible where they overlap) and settings.
+"""opa-kube-sync's flags (kube-mgmt compatible where they overlap) and its configuration.
 
-:func:`parse_settings` is pure: argv in, :class:`SyncSettings` out, or
-``SystemExit(2)`` with a message naming the bad flag.
+:func:`parse_args` is pure: argv in, :class:`SyncConfig` out, or
+``SystemExit(2)`` with a message naming the bad flag (argparse's convention).
+The remediator's flags are added by :func:`remediator.config.add_arguments`
+and turned into :class:`RemediatorSettings` here; every remediated resource
+must also be replicated (the remediator reads live objects from the
+replication informers' caches).
 """
 
 from __future__ import annotations
@@ -14,13 +18,15 @@ from common.opa_client import OpaSettings
 from remediator.config import RemediatorSettings, add_arguments as add_remediator_arguments
 from remediator.config import settings_from_args as remediator_settings
 
-__all__ = ["DEFAULT_POLICY_NAMESPACE", "SyncSettings", "build_parser", "parse_settings"]
+__all__ = ["DEFAULT_POLICY_NAMESPACE", "SyncConfig", "build_parser", "parse_args"]
 
 DEFAULT_POLICY_NAMESPACE = "kube-federation-scheduling-policy"
 
 
 @dataclass
-class SyncSettings:
+class SyncConfig:
+    """Everything the sync needs to run; built by :func:`parse_args`."""
+
     opa: OpaSettings
     kubeconfig: str | None = None
     resources: list[Resource] = field(default_factory=list)
@@ -33,6 +39,11 @@ class SyncSettings:
     opa_check_interval: float = 1.0
     log_level: str = "info"
     remediator: RemediatorSettings = field(default_factory=RemediatorSettings)
+
+    @property
+    def remediate(self) -> str:
+        """The remediation mode: ``off``, ``dry-run`` or ``enforce``."""
+        return self.remediator.mode
 
 
 def _bool(value: str) -> bool:
@@ -87,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse_settings(argv: list[str] | None = None) -> SyncSettings:
+def parse_args(argv: list[str] | None = None) -> SyncConfig:
     """Parse flags; exits 2 with a message naming the flag when one is invalid."""
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -114,7 +125,7 @@ def parse_settings(argv: list[str] | None = None) -> SyncSettings:
         for r in remediation.resources:
             if (r.group, r.version, r.plural, r.namespaced) not in replicated:
                 parser.error(f"--remediate-resource: {r} is not replicated (add it to --replicate/--replicate-cluster)")
-    return SyncSettings(
+    return SyncConfig(
         opa=OpaSettings(url=args.opa_url, token_file=args.opa_token_file, ca_file=args.opa_ca_file,
                         timeout=args.opa_timeout),
         kubeconfig=args.kubeconfig,

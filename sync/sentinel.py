@@ -4,8 +4,10 @@ OPA keeps data and policies in memory and tells nobody when it restarts. After
 each full sync the detector writes a sentinel document,
 ``data.fedplace_sync = {"generation": <random id>}``, and checks it every
 ``interval`` seconds — and at once when a writer reports an OPA error
-(:meth:`poke`). Missing or different → ``restore()`` re-pushes all data and
-policies from the caches, then a new sentinel is written.
+(:meth:`poke`). Missing or different → a new sentinel is written, then
+``restore()`` re-pushes all data and policies from the caches. While OPA does
+not answer, checks repeat with a short backoff (≤ the interval), so the state
+is back within about one interval plus the push once OPA answers again.
 """
 
 from __future__ import annotations
@@ -55,25 +57,40 @@ class RestartDetector:
         return isinstance(doc, dict) and doc.get("generation") == self.generation
 
     async def run(self) -> None:
-        """Check until cancelled (start after the first :meth:`mark`)."""
+        """Check until cancelled (start after the first :meth:`mark`).
+
+        A new sentinel is written *before* the re-push: if OPA loses its state
+        again while we push, the sentinel is gone too and the next check
+        catches it; the reverse order would hide a loss in between.
+        """
+        failures = 0
         while True:
+            delay = self.interval if failures == 0 else min(self.interval, 0.1 * 2 ** min(failures - 1, 4))
             try:
-                await asyncio.wait_for(self._poke.wait(), timeout=self.interval)
+                await asyncio.wait_for(self._poke.wait(), timeout=delay)
             except asyncio.TimeoutError:
                 pass
             self._poke.clear()
+            restoring = False
             try:
                 if await self.intact():
+                    failures = 0
                     continue
                 log.warning("OPA lost its state (restart?): pushing everything again")
                 start = time.monotonic()
-                await self.restore()
+                restoring = True
                 await self.mark()
+                await self.restore()
                 self.resyncs += 1
                 RESYNCS.inc()
                 RESTORE_SECONDS.observe(time.monotonic() - start)
+                failures = 0
                 log.info("OPA state restored", extra={"seconds": round(time.monotonic() - start, 3)})
             except OpaError as exc:
+                # Down, or failed mid-restore: check again soon (backoff capped at the
+                # interval); if the sentinel we wrote survived but the push did not
+                # complete, forget it so the next check restores again.
+                failures += 1
+                if restoring:
+                    self.generation = ""
                 log.info("OPA not answering; will check again", extra={"error": str(exc)})
-                await asyncio.sleep(min(self.interval, 0.5))
-                self._poke.set()

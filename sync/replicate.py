@@ -3,7 +3,7 @@
 * namespaced: ``data.<root>.<plural>.<namespace>.<name>`` = the object
 * cluster-scoped: ``data.<root>.<plural>.<name>`` = the object
 
-:class:`Replicator` is an informer handler. A (re)list replaces the whole
+:class:`ReplicationHandler` is an informer handler. A (re)list replaces the whole
 collection with ONE PUT, so objects deleted while the watch was down
 disappear. Watch events go into a pending map (latest state per object) that
 a flusher drains, one PUT or DELETE per object: a burst of changes to one
@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+import random
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
@@ -25,10 +26,10 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from common.informer import Informer
 from common.kube_client import Resource
-from common.opa_client import OpaClient, OpaError, OpaUnavailable
-from sync.changes import ChangeSignal
+from common.opa_client import OpaClient, OpaRequestError, OpaUnavailable
+from sync.signal import ChangeSignal
 
-__all__ = ["Replicator", "layout", "strip"]
+__all__ = ["LAST_APPLIED", "ReplicationHandler", "layout", "object_path", "strip"]
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,8 @@ LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 OBJECTS = Gauge("fedplace_sync_objects", "Objects replicated into OPA, per resource", ["resource"])
 EVENTS = Counter("fedplace_sync_events_applied_total", "Watch events written to OPA", ["resource", "type"])
 FULL_PUSHES = Counter("fedplace_sync_full_pushes_total", "Whole-collection writes to OPA", ["resource"])
+WRITE_ERRORS = Counter("fedplace_sync_write_errors_total", "Object writes OPA refused (not retried)", ["resource"])
+RELISTS = Counter("fedplace_sync_relists_total", "Informer (re)lists pushed to OPA as one collection", ["resource"])
 LAG = Histogram("fedplace_sync_replication_lag_seconds", "From receiving a watch event to its OPA write",
                 ["resource"], buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
 
@@ -74,6 +77,19 @@ def layout(resource: Resource, objects: Iterable[dict[str, Any]], ignore: frozen
     return doc
 
 
+def object_path(resource: Resource, root: str, obj: dict[str, Any]) -> list[str]:
+    """OPA data path of one object: ``[root, plural, ns, name]`` or ``[root, plural, name]``."""
+    meta = obj.get("metadata") or {}
+    if resource.namespaced:
+        return [root, resource.plural, meta.get("namespace") or "", meta["name"]]
+    return [root, resource.plural, meta["name"]]
+
+
+def retryable(exc: BaseException) -> bool:
+    """Worth retrying the same write: OPA unavailable, or refusing our credentials (token rotation)."""
+    return isinstance(exc, OpaUnavailable) or (isinstance(exc, OpaRequestError) and exc.status in (401, 403))
+
+
 @dataclass
 class _Pending:
     event_type: str
@@ -81,7 +97,7 @@ class _Pending:
     received: float
 
 
-class Replicator:
+class ReplicationHandler:
     """Keeps ``data.<root>.<plural>`` equal to the informer's view of one resource type."""
 
     def __init__(self, resource: Resource, opa: OpaClient, root: str, signal: ChangeSignal,
@@ -96,6 +112,8 @@ class Replicator:
         self.informer: Informer | None = None
         self.synced = asyncio.Event()
         self._pending: dict[str, _Pending] = {}
+        self._full_pending = False  # the whole collection still has to be written
+        self._present: set[str] = set()  # keys of the objects OPA holds (for the gauge)
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
         self._label = str(resource)
@@ -104,18 +122,26 @@ class Replicator:
     def collection(self) -> list[str]:
         return [self.root, self.resource.plural]
 
-    def _object_path(self, obj: dict[str, Any]) -> list[str]:
-        meta = obj.get("metadata") or {}
-        if self.resource.namespaced:
-            return self.collection + [meta.get("namespace") or "", meta["name"]]
-        return self.collection + [meta["name"]]
-
     # -- informer handler ------------------------------------------------------
 
     async def on_sync(self, objects: list[dict[str, Any]], resource_version: str) -> None:
+        """Replace the collection with ONE PUT. OPA unavailable → the flusher retries the
+        whole collection (from the informer's cache) with its short backoff, instead of
+        raising into the informer (whose backoff and relist would be slower)."""
+        RELISTS.labels(self._label).inc()
         async with self._lock:
             self._pending.clear()
-            await self._put_collection(objects)
+            try:
+                await self._put_collection(objects)
+            except Exception as exc:  # noqa: BLE001 - sorted below
+                if not retryable(exc) or self.informer is None:
+                    raise
+                log.warning("collection write failed; will retry",
+                            extra={"resource": self._label, "error": str(exc)})
+                self._full_pending = True
+                self._wake.set()
+                return
+            self._full_pending = False
         self.synced.set()
         self.signal.notify(f"data:{self.resource.plural}")
 
@@ -130,13 +156,18 @@ class Replicator:
 
     async def _put_collection(self, objects: Iterable[dict[str, Any]]) -> None:
         objects = list(objects)
+        doc = layout(self.resource, objects, self.ignore)
         try:
-            await self.opa.put_data(self.collection, layout(self.resource, objects, self.ignore))
+            await self.opa.put_data(self.collection, doc)
         except OpaUnavailable:
             self.on_opa_error()
             raise
         FULL_PUSHES.labels(self._label).inc()
-        OBJECTS.labels(self._label).set(len(objects))
+        if self.resource.namespaced:
+            self._present = {f"{ns}/{name}" for ns, names in doc.items() for name in names}
+        else:
+            self._present = set(doc)
+        OBJECTS.labels(self._label).set(len(self._present))
 
     async def push_all(self) -> None:
         """Write the informer's whole cache again (after OPA lost its state)."""
@@ -144,6 +175,8 @@ class Replicator:
             return
         async with self._lock:
             await self._put_collection(self.informer.objects.values())
+            self._full_pending = False
+        self.synced.set()
         self.signal.notify(f"data:{self.resource.plural}")
 
     async def run_flusher(self) -> None:
@@ -154,11 +187,30 @@ class Replicator:
             self._wake.clear()
             wrote = False
             async with self._lock:
-                while self._pending:
+                if self._full_pending and self.informer is not None:
+                    try:
+                        await self._put_collection(self.informer.objects.values())
+                        self._full_pending = False
+                        self._pending.clear()  # the cache already holds every pending change
+                        self.synced.set()
+                        wrote = True
+                        failures = 0
+                    except Exception as exc:  # noqa: BLE001 - retried below, whatever it is
+                        failures += 1
+                        log.warning("collection write failed; will retry",
+                                    extra={"resource": self._label, "error": str(exc)})
+                while self._pending and not self._full_pending:
                     key, item = next(iter(self._pending.items()))
                     try:
                         await self._write(item)
-                    except OpaError as exc:
+                    except Exception as exc:  # noqa: BLE001 - sorted below
+                        if not retryable(exc):
+                            log.error("OPA refused a replication write; dropping the event",
+                                      extra={"resource": self._label, "object": key, "error": repr(exc)})
+                            WRITE_ERRORS.labels(self._label).inc()
+                            if self._pending.get(key) is item:
+                                del self._pending[key]
+                            continue
                         failures += 1
                         if isinstance(exc, OpaUnavailable):
                             self.on_opa_error()
@@ -167,20 +219,24 @@ class Replicator:
                         break
                     failures = 0
                     wrote = True
+                    if item.event_type == "DELETED":
+                        self._present.discard(key)
+                    else:
+                        self._present.add(key)
                     if self._pending.get(key) is item:  # unchanged while we wrote it
                         del self._pending[key]
                     EVENTS.labels(self._label, item.event_type).inc()
                     LAG.labels(self._label).observe(time.monotonic() - item.received)
-            if self.informer is not None:
-                OBJECTS.labels(self._label).set(len(self.informer.objects))
+            OBJECTS.labels(self._label).set(len(self._present))
             if wrote:
                 self.signal.notify(f"data:{self.resource.plural}")
-            if self._pending:
-                await asyncio.sleep(min(10.0, 0.1 * 2 ** min(failures, 7)))
+            if self._pending or self._full_pending:
+                # Capped low: once OPA answers again, pending changes land within ~1 s.
+                await asyncio.sleep(min(1.0, 0.05 * 2 ** min(failures - 1, 5)) * random.uniform(0.8, 1.2))
                 self._wake.set()
 
     async def _write(self, item: _Pending) -> None:
-        path = self._object_path(item.obj)
+        path = object_path(self.resource, self.root, item.obj)
         if item.event_type == "DELETED":
             await self.opa.delete_data(path, missing_ok=True)
         else:

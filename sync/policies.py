@@ -1,8 +1,8 @@
 """Policy ConfigMaps → OPA modules, with the load status written back.
 
 Every ConfigMap in a policy namespace is policy; each data key is one module
-with OPA id ``<namespace>/<configmap>/<key>``. :class:`PolicyLoader` is an
-informer handler for one namespace:
+with OPA id ``<namespace>/<configmap>/<key>``. Each
+informer handler for one namespace (:class:`PolicyHandler`):
 
 * a changed ConfigMap PUTs its modules; a removed key or a deleted ConfigMap
   DELETEs them; a relist also deletes modules under ``<namespace>/`` that no
@@ -33,9 +33,9 @@ from common.annotations import canonical_value
 from common.events import EventRecorder, involved_object
 from common.kube_client import KubeApiError, kube_json
 from common.opa_client import OpaClient, OpaCompileError, OpaRequestError, OpaUnavailable
-from sync.changes import ChangeSignal
+from sync.signal import ChangeSignal
 
-__all__ = ["STATUS_ANNOTATION", "PolicyLoader", "module_ids"]
+__all__ = ["STATUS_ANNOTATION", "PolicyHandler", "data_hash", "module_ids", "normalize_errors", "status_value"]
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +49,33 @@ def module_ids(namespace: str, name: str, data: dict[str, str] | None) -> dict[s
     return {f"{namespace}/{name}/{key}": raw for key, raw in sorted((data or {}).items())}
 
 
-def _data_hash(data: dict[str, str] | None) -> str:
+def data_hash(data: dict[str, str] | None) -> str:
+    """A digest of a ConfigMap's ``.data``: equal digests ⇒ nothing to reload."""
     return hashlib.sha256(json.dumps(data or {}, sort_keys=True).encode()).hexdigest()
+
+
+def normalize_errors(module_id: str, errors: list[Any]) -> list[dict[str, Any]]:
+    """OPA's errors for one module, each with ``code``, ``message`` and ``location`` (``file`` at least)."""
+    out: list[dict[str, Any]] = []
+    for e in errors or [{}]:
+        e = dict(e) if isinstance(e, dict) else {"message": str(e)}
+        e.setdefault("code", "invalid_parameter")
+        e.setdefault("message", "OPA refused the module")
+        if not isinstance(e.get("location"), dict):
+            e["location"] = {"file": module_id}
+        out.append(e)
+    return out
+
+
+def status_value(errors: dict[str, list[dict[str, Any]]]) -> str:
+    """The ``fedplace.io/policy-status`` annotation for a ConfigMap whose failed modules are ``errors``.
+
+    ``{"status":"ok"}`` or ``{"status":"error","errors":[…]}`` — OPA's errors
+    (``code``/``message``/``location``), modules in id order, canonical JSON.
+    """
+    if not errors:
+        return canonical_value({"status": "ok"})
+    return canonical_value({"status": "error", "errors": [e for mid in sorted(errors) for e in errors[mid]]})
 
 
 @dataclass
@@ -61,7 +86,9 @@ class _ConfigMapState:
     errors: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
-class PolicyLoader:
+class PolicyHandler:
+    """Keeps OPA's modules ``<namespace>/…`` equal to the ConfigMaps of one namespace."""
+
     def __init__(self, namespace: str, opa: OpaClient, api: client.ApiClient, signal: ChangeSignal,
                  events: EventRecorder | None = None) -> None:
         self.namespace = namespace
@@ -72,7 +99,9 @@ class PolicyLoader:
         self.configmaps: dict[str, _ConfigMapState] = {}
         self.loaded = asyncio.Event()
         self._lock = asyncio.Lock()
-        self._retry = asyncio.Event()
+        self._retry = asyncio.Event()  # set: repair soon
+        self._dirty: dict[str, dict[str, Any]] = {}  # ConfigMaps whose load OPA did not answer
+        self._orphans: set[str] = set()  # module ids to delete that are still in OPA
 
     # -- informer handler ------------------------------------------------------
 
@@ -88,18 +117,36 @@ class PolicyLoader:
             for policy in await self.opa.list_policies():
                 pid = str(policy.get("id", ""))
                 if pid.startswith(self.namespace + "/") and pid not in wanted:
-                    await self.opa.delete_policy(pid)
+                    self._orphans.add(pid)
+            self._dirty.clear()
+            await self._delete_orphans()
             await self._retry_failed()
         self.loaded.set()
         self.signal.notify("policy")
 
     async def on_event(self, event_type: str, cm: dict[str, Any]) -> None:
+        """Apply one change. OPA unavailable → remembered and repaired by :meth:`run_retries`
+        (not raised: the informer would back off and relist everything)."""
+        name = cm["metadata"]["name"]
         async with self._lock:
-            if event_type == "DELETED":
-                await self._drop(cm["metadata"]["name"])
-            else:
-                await self._apply(cm, force=False)
-            await self._retry_failed()
+            try:
+                if event_type == "DELETED":
+                    self._dirty.pop(name, None)
+                    await self._drop(name)
+                else:
+                    dirty = self._dirty.pop(name, None) is not None
+                    try:
+                        await self._apply(cm, force=dirty)
+                    except OpaUnavailable:
+                        self._dirty[name] = cm
+                        raise
+                await self._delete_orphans()
+                await self._retry_failed()
+            except OpaUnavailable as exc:
+                log.warning("OPA unavailable while loading policy; will retry",
+                            extra={"configmap": name, "error": str(exc)})
+                self._retry.set()
+                return
         self.signal.notify("policy")
 
     # -- loading -------------------------------------------------------------------
@@ -107,7 +154,7 @@ class PolicyLoader:
     async def _apply(self, cm: dict[str, Any], force: bool) -> None:
         name = cm["metadata"]["name"]
         data = cm.get("data") or {}
-        digest = _data_hash(data)
+        digest = data_hash(data)
         old = self.configmaps.get(name)
         if old is not None and old.data_hash == digest and not force:
             old.obj = cm  # our own status write, or a label change: nothing to reload
@@ -115,8 +162,9 @@ class PolicyLoader:
         modules = module_ids(self.namespace, name, data)
         state = _ConfigMapState(digest, modules, cm)
         self.configmaps[name] = state
-        for mid in set(old.modules if old else {}) - set(modules):
-            await self.opa.delete_policy(mid)
+        self._orphans |= set(old.modules if old else {}) - set(modules)
+        self._orphans -= set(modules)
+        await self._delete_orphans()
         for mid, raw in modules.items():
             if not force and old is not None and old.modules.get(mid) == raw and mid not in old.errors:
                 continue
@@ -131,12 +179,12 @@ class PolicyLoader:
         try:
             await self.opa.put_policy(mid, raw)
         except OpaCompileError as exc:
-            state.errors[mid] = exc.errors
+            state.errors[mid] = normalize_errors(mid, exc.errors)
             LOAD_ERRORS.inc()
             log.warning("policy failed to compile", extra={"policy_id": mid, "errors": exc.errors})
             return False
         except OpaRequestError as exc:
-            state.errors[mid] = [{"code": exc.code or "invalid_parameter", "message": exc.message}]
+            state.errors[mid] = normalize_errors(mid, [{"code": exc.code or "invalid_parameter", "message": exc.message}])
             LOAD_ERRORS.inc()
             return False
         state.errors.pop(mid, None)
@@ -147,8 +195,20 @@ class PolicyLoader:
         state = self.configmaps.pop(name, None)
         if state is None:
             return
-        for mid in state.modules:
-            await self.opa.delete_policy(mid)
+        self._orphans |= set(state.modules)
+        await self._delete_orphans()
+
+    async def _delete_orphans(self) -> None:
+        """Delete modules no ConfigMap defines any more. OPA refusing one (another module
+        imports it) keeps it for a later try; OPA unavailable raises."""
+        for mid in sorted(self._orphans):
+            try:
+                await self.opa.delete_policy(mid, missing_ok=True)
+            except OpaRequestError as exc:
+                log.warning("OPA refused to delete a module; will retry",
+                            extra={"policy_id": mid, "error": str(exc)})
+                continue
+            self._orphans.discard(mid)
 
     async def _retry_failed(self) -> None:
         """Retry every failed module until a round loads none of them."""
@@ -164,6 +224,8 @@ class PolicyLoader:
     async def push_all(self) -> None:
         """Load every module again (after OPA lost its state)."""
         async with self._lock:
+            self._orphans.clear()  # OPA holds nothing of ours any more
+            self._dirty.clear()  # the states below already carry the latest data
             for state in self.configmaps.values():
                 for mid, raw in state.modules.items():
                     await self._put(state, mid, raw)
@@ -173,28 +235,40 @@ class PolicyLoader:
         self.signal.notify("policy")
 
     async def run_retries(self, initial: float = 0.5, maximum: float = 30.0) -> None:
-        """Retry failed modules on a backoff timer, until cancelled."""
+        """Until cancelled: repair loads OPA did not answer (backoff 50 ms → 1 s) and retry
+        modules that failed to compile (backoff ``initial`` → ``maximum``)."""
         delay = initial
+        repair_failures = 0
         while True:
-            await asyncio.sleep(delay)
-            if not any(st.errors for st in self.configmaps.values()):
-                delay = initial
+            repairs = bool(self._dirty or self._orphans)
+            timeout = min(1.0, 0.05 * 2 ** repair_failures) if repairs else delay
+            try:
+                await asyncio.wait_for(self._retry.wait(), timeout=timeout)
+            except asyncio.TimeoutError:
+                pass
+            self._retry.clear()
+            repairs = bool(self._dirty or self._orphans)
+            if not (repairs or any(st.errors for st in self.configmaps.values())):
+                delay, repair_failures = initial, 0
                 continue
             try:
                 async with self._lock:
+                    for name, cm in list(self._dirty.items()):
+                        await self._apply(cm, force=True)
+                        del self._dirty[name]
+                    await self._delete_orphans()
                     await self._retry_failed()
+                repair_failures = 0
+                self.signal.notify("policy")
             except OpaUnavailable:
-                pass
-            delay = min(maximum, delay * 2)
+                repair_failures = min(repair_failures + 1, 6)
+            if not repairs:
+                delay = min(maximum, delay * 2)
 
     # -- status ------------------------------------------------------------------------
 
     async def _write_status(self, state: _ConfigMapState) -> None:
-        if state.errors:
-            errors = [e for mid in sorted(state.errors) for e in state.errors[mid]]
-            status = canonical_value({"status": "error", "errors": errors})
-        else:
-            status = canonical_value({"status": "ok"})
+        status = status_value(state.errors)
         meta = state.obj.get("metadata") or {}
         current = (meta.get("annotations") or {}).get(STATUS_ANNOTATION)
         if current == status:

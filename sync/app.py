@@ -1,8 +1,11 @@
-"""opa-kube-sync as one object: informers, replicators, policy loaders, restart
-detection, the remediator when enabled, and the HTTP endpoints.
+"""opa-kube-sync as one object: informers, replication and policy handlers,
+restart detection, the remediator when enabled, and the HTTP endpoints.
 
-``ready`` (``/readyz``) only once every replicated type's initial list and
-every policy namespace's initial load were pushed, and the sentinel written.
+Start-up order: write the sentinel (retrying until OPA answers), then start
+the informers; once every type's initial list and every policy namespace's
+initial load are pushed, confirm the sentinel is still ours (else re-push),
+and only then report ready (``/readyz``) — so an OPA restart at any moment of
+the start-up is caught. :func:`run` is the in-process entry point.
 """
 
 from __future__ import annotations
@@ -20,13 +23,13 @@ from common.kube_client import Resource, new_api_client
 from common.opa_client import OpaClient
 from common.ops_http import add_ops_routes
 from remediator.remediator import Remediator
-from sync.changes import ChangeSignal
-from sync.policy_loader import PolicyLoader
-from sync.replication import Replicator
-from sync.restart_detector import RestartDetector
-from sync.settings import SyncSettings
+from sync.config import SyncConfig
+from sync.policies import PolicyHandler
+from sync.replicate import ReplicationHandler
+from sync.sentinel import RestartDetector
+from sync.signal import ChangeSignal
 
-__all__ = ["InformerObjects", "SyncService"]
+__all__ = ["InformerObjects", "SyncApp", "run"]
 
 log = logging.getLogger(__name__)
 
@@ -34,9 +37,9 @@ CONFIGMAPS = Resource("", "v1", "configmaps", True)
 
 
 class InformerObjects:
-    """The remediator's view of live objects: the replicators' informer caches."""
+    """The remediator's view of live objects (an ``ObjectSource``): the replication informers' caches."""
 
-    def __init__(self, replicators: dict[str, Replicator]) -> None:
+    def __init__(self, replicators: dict[str, ReplicationHandler]) -> None:
         self.replicators = replicators
 
     def get(self, resource: str, namespace: str, name: str) -> Mapping[str, Any] | None:
@@ -50,17 +53,20 @@ class InformerObjects:
         return len(rep.informer.objects) if rep is not None and rep.informer is not None else 0
 
 
-class SyncService:
-    def __init__(self, settings: SyncSettings, api: client.ApiClient | None = None) -> None:
+class SyncApp:
+    """The whole sync; :meth:`start` spawns everything as tasks, :meth:`stop` tears it down."""
+
+    def __init__(self, settings: SyncConfig, api: client.ApiClient | None = None) -> None:
         self.settings = settings
         self._api = api
         self.api: client.ApiClient | None = None
         self.opa = OpaClient(settings.opa)
         self.signal = ChangeSignal()
-        self.replicators: dict[str, Replicator] = {}
-        self.loaders: list[PolicyLoader] = []
+        self.replicators: dict[str, ReplicationHandler] = {}
+        self.loaders: list[PolicyHandler] = []
         self.informers: list[Informer] = []
         self.detector = RestartDetector(self.opa, settings.opa_check_interval, self.restore)
+        self.confirmed = asyncio.Event()  # initial sync done and the sentinel confirmed
         self.events: EventRecorder | None = None
         self.remediator: Remediator | None = None
         self._tasks: list[asyncio.Task[Any]] = []
@@ -76,8 +82,8 @@ class SyncService:
         for loader in self.loaders:
             if not loader.loaded.is_set():
                 return False, f"policies of {loader.namespace} not loaded"
-        if not self.detector.marked.is_set():
-            return False, "initial sync not confirmed in OPA"
+        if not self.confirmed.is_set():
+            return False, "initial sync not confirmed in OPA (sentinel)"
         return True, ""
 
     def is_ready(self) -> bool:
@@ -92,7 +98,7 @@ class SyncService:
         self._spawn(self.events.run(), "events")
         if s.enable_data:
             for res in s.resources:
-                rep = Replicator(res, self.opa, s.replicate_path, self.signal, s.ignore_namespaces,
+                rep = ReplicationHandler(res, self.opa, s.replicate_path, self.signal, s.ignore_namespaces,
                                  on_opa_error=self.detector.poke)
                 rep.informer = Informer(self.api, res, rep)
                 self.replicators[res.plural] = rep
@@ -100,13 +106,11 @@ class SyncService:
                 self._spawn(rep.run_flusher(), f"flush-{res.plural}")
         if s.enable_policies:
             for ns in s.policy_namespaces:
-                loader = PolicyLoader(ns, self.opa, self.api, self.signal, self.events)
+                loader = PolicyHandler(ns, self.opa, self.api, self.signal, self.events)
                 self.loaders.append(loader)
                 self.informers.append(Informer(self.api, CONFIGMAPS, loader, namespace=ns))
                 self._spawn(loader.run_retries(), f"policy-retries-{ns}")
-        for inf in self.informers:
-            self._spawn(inf.run(), f"informer-{inf.resource.plural}")
-        self._spawn(self._confirm_and_watch_opa(), "restart-detector")
+        self._spawn(self._lifecycle(), "lifecycle")
 
         app = web.Application()
         add_ops_routes(app, self.ready)
@@ -114,7 +118,7 @@ class SyncService:
             self.remediator = Remediator(s.remediator, self.api, self.opa, InformerObjects(self.replicators),
                                          ready=self.is_ready, events=self.events)
             self.remediator.add_routes(app)
-            self.signal.subscribe(self.remediator.trigger)
+            self._spawn(self._forward_changes(self.remediator), "remediator-triggers")
             self._spawn(self.remediator.run(), "remediator")
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
@@ -138,25 +142,52 @@ class SyncService:
         if not task.cancelled() and task.exception() is not None:
             log.error("background task died", extra={"task": task.get_name(), "error": repr(task.exception())})
 
-    async def _confirm_and_watch_opa(self) -> None:
-        """Wait for the initial sync, write the sentinel, then watch for OPA restarts."""
+    async def _lifecycle(self) -> None:
+        """Sentinel, informers, initial sync, confirmation, then restart detection."""
+        await self._until_ok(self.detector.mark, "cannot write the sentinel yet")
+        for inf in self.informers:
+            self._spawn(inf.run(), f"informer-{inf.resource.plural}")
         waits = [rep.synced.wait() for rep in self.replicators.values()]
         waits += [loader.loaded.wait() for loader in self.loaders]
         await asyncio.gather(*waits)
-        while True:
-            try:
+
+        async def confirm() -> None:
+            if not await self.detector.intact():
+                log.warning("OPA lost its state during the initial sync: pushing everything again")
                 await self.detector.mark()
-                break
-            except Exception as exc:  # noqa: BLE001 - OPA down: keep trying
-                log.info("cannot write the sentinel yet", extra={"error": str(exc)})
-                await asyncio.sleep(0.5)
+                await self.restore()
+
+        await self._until_ok(confirm, "cannot confirm the initial sync yet")
+        self.confirmed.set()
         log.info("initial sync complete; ready")
         await self.detector.run()
 
+    @staticmethod
+    async def _until_ok(step: Any, what: str) -> None:
+        delay = 0.05
+        while True:
+            try:
+                await step()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - OPA down: keep trying
+                log.info(what, extra={"error": str(exc)})
+                await asyncio.sleep(delay)
+                delay = min(1.0, delay * 2)
+
+    async def _forward_changes(self, remediator: Remediator) -> None:
+        """Turn change-signal notifications into remediator triggers."""
+        seen = self.signal.generation
+        while True:
+            generation = await self.signal.wait(seen)
+            for kind in self.signal.kinds_since(seen):
+                remediator.trigger(kind)
+            seen = generation
+
     async def restore(self) -> None:
         """Push every cached object and policy again (OPA lost its state)."""
-        for rep in self.replicators.values():
-            await rep.push_all()
+        await asyncio.gather(*(rep.push_all() for rep in self.replicators.values()))
         for loader in self.loaders:
             await loader.push_all()
 
@@ -170,3 +201,17 @@ class SyncService:
         await self.opa.close()
         if self.api is not None and self._api is None:
             await self.api.close()
+
+
+async def run(config: SyncConfig, stop: asyncio.Event | None = None) -> None:
+    """Run the sync until ``stop`` is set (or, without one, until cancelled)."""
+    app = SyncApp(config)
+    await app.start()
+    try:
+        if stop is None:
+            await asyncio.Event().wait()
+        else:
+            await stop.wait()
+    finally:
+        log.info("shutting down")
+        await app.stop()

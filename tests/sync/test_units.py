@@ -1,0 +1,158 @@
+"""opa-kube-sync's pure parts: flags, layout, strip, policy status, change signal."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from common.kube_client import Resource
+from sync.config import DEFAULT_POLICY_NAMESPACE, parse_args
+from sync.policies import data_hash, module_ids, normalize_errors, status_value
+from sync.replicate import LAST_APPLIED, layout, object_path, retryable, strip
+from sync.signal import ChangeSignal
+from common.opa_client import OpaRequestError, OpaUnavailable
+
+ROOT = Path(__file__).resolve().parents[2]
+RS = Resource("apps", "v1", "replicasets", True)
+CLUSTERS = Resource("federation.fedplace.io", "v1beta1", "clusters", False)
+
+
+# -- strip / layout --------------------------------------------------------------------
+
+
+def test_strip_removes_noise_only():
+    obj = {"kind": "ConfigMap", "metadata": {"name": "a", "managedFields": [{}],
+                                             "annotations": {LAST_APPLIED: "{}", "keep": "1"}}, "data": {"k": "v"}}
+    out = strip(obj)
+    assert out == {"kind": "ConfigMap", "metadata": {"name": "a", "annotations": {"keep": "1"}}, "data": {"k": "v"}}
+    assert obj["metadata"]["managedFields"] == [{}]  # the input is not modified
+    clean = {"metadata": {"name": "b", "annotations": {"keep": "1"}}}
+    assert strip(clean) is clean  # nothing to strip: no copy
+
+
+def test_layout_namespaced_cluster_scoped_and_ignored():
+    objs = [{"metadata": {"name": "a", "namespace": "x"}}, {"metadata": {"name": "b", "namespace": "y"}},
+            {"metadata": {"name": "c", "namespace": "x", "managedFields": []}}]
+    assert layout(RS, objs, frozenset({"y"})) == {"x": {"a": objs[0], "c": {"metadata": {"name": "c", "namespace": "x"}}}}
+    assert layout(CLUSTERS, [{"metadata": {"name": "c"}}]) == {"c": {"metadata": {"name": "c"}}}
+    assert layout(RS, []) == {}
+
+
+def test_object_path():
+    assert object_path(RS, "kubernetes", {"metadata": {"name": "a", "namespace": "x"}}) == \
+        ["kubernetes", "replicasets", "x", "a"]
+    assert object_path(CLUSTERS, "k8s", {"metadata": {"name": "c"}}) == ["k8s", "clusters", "c"]
+
+
+def test_retryable_writes():
+    assert retryable(OpaUnavailable("down", status=503))
+    assert retryable(OpaRequestError("who", status=401))
+    assert not retryable(OpaRequestError("bad path", status=404))
+    assert not retryable(ValueError())
+
+
+# -- policy status ---------------------------------------------------------------------
+
+
+def test_module_ids_and_data_hash():
+    assert module_ids("ns", "cm", {"b.rego": "B", "a.rego": "A"}) == {"ns/cm/a.rego": "A", "ns/cm/b.rego": "B"}
+    assert module_ids("ns", "cm", None) == {}
+    assert data_hash({"a": "1", "b": "2"}) == data_hash({"b": "2", "a": "1"}) != data_hash({"a": "1"})
+    assert data_hash(None) == data_hash({})
+
+
+def test_status_value_is_canonical():
+    assert status_value({}) == '{"status":"ok"}'
+    errs = {"ns/cm/b": [{"code": "rego_parse_error", "message": "m2", "location": {"file": "ns/cm/b", "row": 1, "col": 2}}],
+            "ns/cm/a": [{"code": "rego_type_error", "message": "m1", "location": {"file": "ns/cm/a", "row": 3, "col": 1}}]}
+    value = status_value(errs)
+    assert " " not in value
+    doc = json.loads(value)
+    assert doc["status"] == "error" and [e["message"] for e in doc["errors"]] == ["m1", "m2"]
+    assert status_value(errs) == status_value(dict(reversed(list(errs.items()))))  # stable: no flapping
+
+
+def test_normalize_errors_fills_code_message_location():
+    out = normalize_errors("ns/cm/k", [{"message": "x"}, "plain"])
+    assert out == [{"message": "x", "code": "invalid_parameter", "location": {"file": "ns/cm/k"}},
+                   {"message": "plain", "code": "invalid_parameter", "location": {"file": "ns/cm/k"}}]
+    kept = {"code": "rego_parse_error", "message": "m", "location": {"file": "f", "row": 2, "col": 5}}
+    assert normalize_errors("f", [kept]) == [kept]
+    assert normalize_errors("f", [])[0]["location"] == {"file": "f"}
+
+
+# -- change signal -----------------------------------------------------------------------
+
+
+async def test_change_signal_wait_and_kinds():
+    sig = ChangeSignal()
+    waiter = asyncio.create_task(sig.wait(0))
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    sig.notify("data:replicasets")
+    sig.notify("policy")
+    sig.notify("data:replicasets")
+    assert await asyncio.wait_for(waiter, 1) >= 1
+    assert sig.generation == 3
+    assert sig.kinds_since(0) == ["policy", "data:replicasets"]
+    assert sig.kinds_since(2) == ["data:replicasets"]
+    assert sig.kinds_since(3) == []
+    assert await asyncio.wait_for(sig.wait(2), 1) == 3  # already past: returns at once
+
+
+# -- flags ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--replicate", "replicasets"], "--replicate"),
+        (["--replicate-cluster", "a/b/c/d"], "--replicate-cluster"),
+        (["--listen", "nowhere"], "--listen"),
+        (["--listen", "127.0.0.1:99999"], "--listen"),
+        (["--enable-data=maybe"], "--enable-data"),
+        (["--opa-check-interval", "0"], "--opa-check-interval"),
+        (["--replicate-path", "a/b"], "--replicate-path"),
+        (["--remediate", "enforce", "--replicate", "v1/configmaps"], "--remediate-resource"),
+        (["--replicate", "v1/configmaps", "--replicate-cluster", "x/v1/configmaps"], "more than once"),
+    ],
+)
+def test_bad_flags_exit_2_naming_the_flag(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        parse_args(argv)
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_kube_mgmt_style_flags():
+    c = parse_args(["--opa-url", "http://opa:8181/v1", "--replicate", "apps/v1/replicasets",
+                    "--replicate-cluster", "federation.fedplace.io/v1beta1/clusters",
+                    "--enable-policies=false", "--replicate-ignore-namespaces", "kube-system,opa"])
+    assert [str(r) for r in c.resources] == ["apps/v1/replicasets", "federation.fedplace.io/v1beta1/clusters"]
+    assert [r.namespaced for r in c.resources] == [True, False]
+    assert not c.enable_policies and c.enable_data
+    assert c.ignore_namespaces == {"kube-system", "opa"}
+    assert c.policy_namespaces == [DEFAULT_POLICY_NAMESPACE]
+    assert c.listen == ("127.0.0.1", 8182) and c.opa_check_interval == 1.0
+    assert c.replicate_path == "kubernetes" and c.remediate == "off"
+
+
+def test_defaults_and_remediation():
+    c = parse_args(["--replicate", "apps/v1/replicasets", "--policy-namespace", "p1", "--policy-namespace", "p2",
+                    "--remediate", "enforce", "--replicate-path", "k8s", "--listen", ":9000"])
+    assert c.policy_namespaces == ["p1", "p2"]
+    assert c.remediate == "enforce" and c.remediator.enabled
+    assert c.listen == ("0.0.0.0", 9000)
+    assert c.replicate_path == "k8s"
+
+
+def test_python_m_sync_exits_2_on_a_bad_flag():
+    proc = subprocess.run([sys.executable, "-m", "sync", "--listen", "nowhere"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "--listen" in proc.stderr
