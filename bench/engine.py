@@ -1,25 +1,31 @@
-"""Benchmark fedplace-engine over HTTP: query latency as data grows, write throughput, RSS.
+"""Benchmark fedplace-engine over HTTP: query latency as data grows, writes, RSS.
 
-Usage: .venv/bin/python bench/engine.py [--queries 300]
+Usage: .venv/bin/python bench/engine.py [--queries 500] [--writes 2000]
 
-Starts the engine as a subprocess, loads the placement policy, and at 10,
-1,000 and 10,000 replicated objects measures sequential admission queries
-(p50/p99) on unchanged data. The baseline, measured in the same run, is a
-query issued right after a data write — the engine then has to push the whole
-data set into the interpreter again, which is what every query would cost
-without the lazy, change-tracking data push. Then single-object PUT
-throughput at 10,000 objects and the engine's RSS.
+Starts the engine as a subprocess on a free port, loads the federation
+placement policy (policies/federation), and at 10, 1,000 and 10,000
+replicated objects (a tenth of them Clusters, the rest ReplicaSets of a
+realistic size, ~0.6 KB) measures sequential admission queries (p50/p99).
+
+At 10,000 objects it then measures what a sync sidecar does — a single-object
+PUT (an update of an existing ReplicaSet, or a new one) followed by a query —
+and single-object PUT throughput. The baseline, measured in the same run, is a
+second engine started with ``--data-sync reload``: identical except that any
+write makes the next query reload all data into the interpreter (the naive
+design). Also printed: the GET /health round trip (the HTTP floor) and RSS.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
@@ -47,73 +53,133 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
-def objects(n: int) -> dict:
-    """n objects: a tenth are clusters, the rest ReplicaSets across 20 namespaces."""
+def replicaset(i: int, gen: int = 0) -> dict[str, Any]:
+    ns = f"ns{i % 20}"
+    return {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": f"rs{i}", "namespace": ns, "uid": f"0b7c6a4e-{i:08d}", "generation": gen + 1,
+                         "resourceVersion": str(1000 + i + gen), "labels": {"app": f"app{i}", "tier": "web"},
+                         "annotations": {"federation.kubernetes.io/replica-set-preferences":
+                                         json.dumps({"clusters": {"c1": {"weight": 1}}})}},
+            "spec": {"replicas": 3, "selector": {"matchLabels": {"app": f"app{i}"}},
+                     "template": {"metadata": {"labels": {"app": f"app{i}"}},
+                                  "spec": {"containers": [{"name": "web", "image": "nginx:1.25",
+                                                           "ports": [{"containerPort": 80}],
+                                                           "resources": {"requests": {"cpu": "100m"}}}]}}},
+            "status": {"replicas": 3, "readyReplicas": 3 - gen % 2, "observedGeneration": gen + 1}}
+
+
+def objects(n: int) -> dict[str, Any]:
+    """n objects: a tenth are Clusters, the rest ReplicaSets across 20 namespaces."""
     clusters = {f"c{i}": {"metadata": {"name": f"c{i}", "labels": {"pci-compliance-level": str(i % 4)}},
                           "status": {"region": "europe-west1" if i % 2 else "us-east1"}}
                 for i in range(max(1, n // 10))}
-    rs: dict = {}
+    rs: dict[str, Any] = {}
     for i in range(n - len(clusters)):
-        rs.setdefault(f"ns{i % 20}", {})[f"rs{i}"] = {"kind": "ReplicaSet", "metadata": {"name": f"rs{i}"},
-                                                     "spec": {"replicas": 3}}
+        rs.setdefault(f"ns{i % 20}", {})[f"rs{i}"] = replicaset(i)
     return {"clusters": clusters, "replicasets": rs}
 
 
-async def timed(session: aiohttp.ClientSession, method: str, url: str, **kw) -> float:
+async def timed(session: aiohttp.ClientSession, method: str, url: str, **kw: Any) -> float:
     t = time.perf_counter()
     async with session.request(method, url, **kw) as resp:
         await resp.read()
-        assert resp.status in (200, 204), resp.status
+        assert resp.status in (200, 204), (resp.status, url)
     return (time.perf_counter() - t) * 1000
 
 
-async def run(queries: int) -> None:
+def start(tmp: str, name: str, *extra: str) -> ServerProcess:
+    return ServerProcess(name, ["-m", "devstack.engine", "--listen", "127.0.0.1:{port}", "--log-level", "warning",
+                                *extra], "/health", Path(tmp)).start()
+
+
+async def load(s: aiohttp.ClientSession, url: str, n: int) -> None:
+    for name in ("placement.rego", "lib.rego"):
+        src = (ROOT / "policies/federation" / name).read_text()
+        async with s.put(f"{url}/v1/policies/bench/{name}", data=src) as r:
+            assert r.status == 200, await r.text()
+    await timed(s, "PUT", f"{url}/v1/data/kubernetes", json=objects(n))
+    await timed(s, "POST", url + QUERY, json=RS_INPUT)  # warm: the first query loads the data
+
+
+async def write_then_query(s: aiohttp.ClientSession, url: str, rounds: int, new: bool, n: int) -> list[float]:
+    """Per round: one single-object PUT then one query (what a sync sidecar interleaves)."""
+    out = []
+    for k in range(rounds):
+        i = k % (n - n // 10)
+        path = f"replicasets/ns{i % 20}/{'new' if new else 'rs'}{i if not new else k}"
+        t = time.perf_counter()
+        await timed(s, "PUT", f"{url}/v1/data/kubernetes/{path}", json=replicaset(i, gen=k + 1))
+        await timed(s, "POST", url + QUERY, json=RS_INPUT)
+        out.append((time.perf_counter() - t) * 1000)
+    return out
+
+
+async def run(queries: int, writes: int) -> None:
+    t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        engine = ServerProcess("engine", ["-m", "devstack.engine", "--listen", "127.0.0.1:{port}",
-                                          "--log-level", "warning"], "/health", Path(tmp)).start()
+        engine = start(tmp, "engine")
+        naive = start(tmp, "engine-naive", "--data-sync", "reload")
         try:
             async with aiohttp.ClientSession() as s:
-                for name in ("placement.rego", "lib.rego"):
-                    src = (ROOT / "policies/federation" / name).read_text()
-                    async with s.put(f"{engine.url}/v1/policies/bench/{name}", data=src) as r:
-                        assert r.status == 200, await r.text()
                 rows = []
                 for n in (10, 1_000, 10_000):
-                    await timed(s, "PUT", f"{engine.url}/v1/data/kubernetes", json=objects(n))
-                    await timed(s, "POST", engine.url + QUERY, json=RS_INPUT)  # warm
+                    await load(s, engine.url, n)
                     lat = [await timed(s, "POST", engine.url + QUERY, json=RS_INPUT) for _ in range(queries)]
-                    cold = []
-                    for i in range(max(20, queries // 10)):
-                        await timed(s, "PUT", f"{engine.url}/v1/data/kubernetes/replicasets/ns0/rs0",
-                                    json={"kind": "ReplicaSet", "metadata": {"name": "rs0"}, "i": i})
-                        cold.append(await timed(s, "POST", engine.url + QUERY, json=RS_INPUT))
-                    rows.append((n, lat, cold))
-                writes = 2_000
+                    rows.append((n, lat))
+                n = 10_000
+                query_p50 = statistics.median(rows[-1][1])
+                upd = await write_then_query(s, engine.url, 300, new=False, n=n)
+                add = await write_then_query(s, engine.url, 300, new=True, n=n)
                 t = time.perf_counter()
                 for i in range(writes):
-                    await timed(s, "PUT", f"{engine.url}/v1/data/kubernetes/replicasets/ns{i % 20}/w{i}",
-                                json={"kind": "ReplicaSet", "metadata": {"name": f"w{i}"}})
+                    await timed(s, "PUT", f"{engine.url}/v1/data/kubernetes/replicasets/ns{i % 20}/rs{i}",
+                                json=replicaset(i, gen=i + 7))
                 wps = writes / (time.perf_counter() - t)
-                health = [await timed(s, "GET", engine.url + "/health") for _ in range(200)]
-            rss = rss_mb(engine.proc.pid)
+                after_burst = await timed(s, "POST", engine.url + QUERY, json=RS_INPUT)
+                health = [await timed(s, "GET", engine.url + "/health") for _ in range(300)]
+                async with s.get(engine.url + "/_devstack/state") as r:
+                    mirror = (await r.json())["mirror"]
+                rss = rss_mb(engine.proc.pid)
+                # baseline: the naive engine, same data, same interleaving
+                await load(s, naive.url, n)
+                base_q = [await timed(s, "POST", naive.url + QUERY, json=RS_INPUT) for _ in range(50)]
+                base_upd = await write_then_query(s, naive.url, 25, new=False, n=n)
+                rss_naive = rss_mb(naive.proc.pid)
         finally:
             engine.stop()
-    print("| objects | query p50 (ms) | query p99 (ms) | after-a-write p50 (ms) | after-a-write p99 (ms) | ratio p50 |")
-    print("|---:|---:|---:|---:|---:|---:|")
-    for n, lat, cold in rows:
-        print(f"| {n:,} | {statistics.median(lat):.2f} | {pct(lat, 99):.2f} | {statistics.median(cold):.2f} "
-              f"| {pct(cold, 99):.2f} | {statistics.median(cold) / statistics.median(lat):.1f}x |")
-    print()
-    print(f"- single-object PUT throughput at 10,000 objects: {wps:,.0f} writes/s (sequential, one client)")
-    print(f"- GET /health round trip p50: {statistics.median(health):.2f} ms (HTTP floor)")
-    print(f"- engine RSS after the run: {rss:.0f} MB")
+            naive.stop()
+
+    print(f"### fedplace-engine — placement policy, {queries} sequential queries per size, over HTTP\n")
+    print("| objects (clusters) | query p50 (ms) | query p99 (ms) |")
+    print("|---:|---:|---:|")
+    for n, lat in rows:
+        print(f"| {n:,} ({max(1, n // 10):,}) | {statistics.median(lat):.2f} | {pct(lat, 99):.2f} |")
+    print("\n### Writes interleaved with queries at 10,000 objects (one PUT + one query per round)\n")
+    print("| engine | scenario | round p50 (ms) | round p99 (ms) | write cost p50 (ms) |")
+    print("|---|---|---:|---:|---:|")
+    med = statistics.median
+    print(f"| incremental (default) | update existing object | {med(upd):.2f} | {pct(upd, 99):.2f} "
+          f"| {med(upd) - query_p50:.2f} |")
+    print(f"| incremental (default) | add new object | {med(add):.2f} | {pct(add, 99):.2f} "
+          f"| {med(add) - query_p50:.2f} |")
+    print(f"| baseline: `--data-sync reload` | update existing object | {med(base_upd):.2f} "
+          f"| {pct(base_upd, 99):.2f} | {med(base_upd) - med(base_q):.2f} |")
+    print(f"\n- ratio baseline / incremental (update + query, p50): {med(base_upd) / med(upd):.1f}x")
+    print(f"- single-object PUT throughput at 10,000 objects: {wps:,.0f} writes/s (sequential, one client); "
+          f"first query after {writes:,} writes: {after_burst:.1f} ms")
+    print(f"- GET /health round trip p50: {med(health):.2f} ms (HTTP floor)")
+    print(f"- data mirror over the run: {mirror['rebuilds']} full reloads, {mirror['merges']} merged additions, "
+          f"{mirror['overlays']} overlay replacements, {mirror['removals']} removals")
+    print(f"- engine RSS after the run: {rss:.0f} MB (baseline engine: {rss_naive:.0f} MB)")
+    print(f"- bench wall time: {time.perf_counter() - t0:.0f} s")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--queries", type=int, default=500)
+    parser.add_argument("--writes", type=int, default=2000)
     args = parser.parse_args()
-    asyncio.run(run(args.queries))
+    asyncio.run(run(args.queries, args.writes))
 
 
 if __name__ == "__main__":

@@ -1,32 +1,41 @@
-"""fedplace-engine's HTTP server: the subset of OPA's REST API (v1) fedplace uses.
+"""fedplace-engine's HTTP layer: the subset of OPA's REST API (v1) fedplace uses.
 
-Endpoints, status codes and bodies follow OPA 1.x (CONTRACTS.md, "OPA REST
-API"); see docs/devstack.md for what is not implemented. All state is in
-memory, as in OPA: a restart loses it.
+Status codes and bodies follow OPA 1.x (``v1/server/server.go``); the
+semantics live in :mod:`devstack.engine.state`, this module only decodes
+requests and encodes answers. Every error body is ``{"code", "message"}``
+(plus ``errors`` where OPA adds them); no traceback ever reaches a client.
+
+Devstack additions (never in OPA), under ``/_devstack`` (token required when
+one is configured): the shared fault injector (``devstack/faults.py``),
+``POST /_devstack/reset`` (lose every policy and document, like a restart)
+and ``GET /_devstack/state`` (counters of the data mirror).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
+import time
 from typing import Any, Awaitable, Callable
 from urllib.parse import unquote
 
 from aiohttp import web
 
-from devstack.engine.rego import CompileError, EvalError, RegoState
-from devstack.engine.store import StoreError, delete_path, get_path, patch_path, put_path
+from devstack.engine.state import EngineState, EvalError, PolicyError
+from devstack.engine.store import MISSING, Path, StoreError, parse_url_path
 from devstack.faults import ADMIN_PREFIX, FaultInjector
 
-__all__ = ["Engine", "make_app"]
+__all__ = ["STATE_KEY", "make_app"]
 
 log = logging.getLogger("devstack.engine")
 
-MAX_BODY = 256 * 1024 * 1024
-COMPILE_MESSAGE = "error(s) occurred while compiling module(s)"
-_FAULT_CODES = {400: "invalid_parameter", 401: "unauthorized", 404: "resource_not_found",
-                429: "too_many_requests"}
+MAX_BODY = 512 * 1024 * 1024
+IDLE_COMPACT_AFTER = 0.3  # seconds without requests before a pending reload runs in the background
+_FAULT_CODES = {400: "invalid_parameter", 401: "unauthorized", 404: "resource_not_found"}
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+STATE_KEY = web.AppKey("state", EngineState)
 
 
 def error(status: int, code: str, message: str, errors: list[dict[str, Any]] | None = None) -> web.Response:
@@ -36,206 +45,232 @@ def error(status: int, code: str, message: str, errors: list[dict[str, Any]] | N
     return web.json_response(body, status=status)
 
 
-def _fault_body(status: int, message: str) -> dict[str, Any]:
-    return {"code": _FAULT_CODES.get(status, "internal_error"), "message": message}
+def fault_body(status: int, message: str) -> dict[str, Any]:
+    """OPA's error shape for injected faults (``too_many_requests`` for 429)."""
+    code = _FAULT_CODES.get(status) or ("too_many_requests" if status == 429 else "internal_error")
+    return {"code": code, "message": message}
 
 
-def _path_after(request: web.Request, prefix: str) -> list[str]:
-    """URL-unescaped segments after ``prefix`` (``%2F`` stays inside its segment)."""
+def _path_after(request: web.Request, prefix: str) -> Path:
+    """Unescaped segments of the raw URL path after ``prefix`` (``%2F`` stays in its segment)."""
     raw = request.raw_path.split("?", 1)[0]
-    rest = raw[len(prefix):] if raw.startswith(prefix) else ""
-    return [unquote(s) for s in rest.split("/") if s != ""]
+    rest = raw[len(prefix):]
+    try:
+        return parse_url_path(rest)
+    except UnicodeDecodeError as exc:
+        raise StoreError(400, "invalid_parameter", f"bad path: {rest}") from exc
 
 
-class Engine:
-    """The engine's state: base documents, modules, and the Rego evaluator."""
-
-    def __init__(self) -> None:
-        self.data: dict[str, Any] = {}
-        self.rego = RegoState()
-
-    def reset(self) -> None:
-        self.data = {}
-        self.rego.reset()
-
-    def read(self, path: list[str], input_doc: Any = None, has_input: bool = False) -> tuple[bool, Any]:
-        """(defined, value) of ``data.<path>``; pure data reads skip the evaluator."""
-        if not self.rego.overlaps_policy(path):
-            return get_path(self.data, path)
-        return self.rego.evaluate(path, self.data, input_doc, has_input)
-
-    def write(self, change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
-        self.data = change(self.data)
-        self.rego.data_changed()
+def _policy_id(request: web.Request) -> str:
+    raw = request.raw_path.split("?", 1)[0][len("/v1/policies/"):]
+    return unquote(raw)
 
 
-def make_app(token: str | None = None) -> web.Application:
-    engine = Engine()
-    faults = FaultInjector(_fault_body)
+async def _json_body(request: web.Request) -> Any:
+    """The request body as JSON; 400 like Go's decoder (``EOF`` when empty)."""
+    try:
+        text = (await request.read()).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise StoreError(400, "invalid_parameter", f"invalid character in body: {exc}") from exc
+    if not text.strip():
+        raise StoreError(400, "invalid_parameter", "EOF")
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise StoreError(400, "invalid_parameter", str(exc)) from exc
 
-    @web.middleware
-    async def auth(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
-        if token is not None:
-            header = request.headers.get("Authorization", "")
-            given = header[len("Bearer "):] if header.startswith("Bearer ") else ""
-            if not hmac.compare_digest(given.encode(), token.encode()):
-                return error(401, "unauthorized", "request rejected by administrative policy")
-        return await handler(request)
 
-    @web.middleware
-    async def no_tracebacks(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
-        try:
-            return await handler(request)
-        except web.HTTPException:
-            raise
-        except Exception as exc:  # noqa: BLE001 - never a traceback to a client
-            log.exception("internal error", extra={"path": request.path})
-            return error(500, "internal_error", f"internal error: {exc.__class__.__name__}")
+class Api:
+    """Request handlers over one :class:`EngineState`."""
 
-    app = web.Application(middlewares=[no_tracebacks, auth, faults.middleware], client_max_size=MAX_BODY)
-    app["engine"] = engine
-    faults.add_routes(app)
+    def __init__(self, state: EngineState, faults: FaultInjector) -> None:
+        self.state = state
+        self.faults = faults
+        self.last_request = time.monotonic()
+        self._compact_handle: asyncio.TimerHandle | None = None
 
-    async def read_json(request: web.Request) -> tuple[bool, Any]:
-        text = await request.text()
-        if not text.strip():
-            return False, None
-        try:
-            return True, json.loads(text)
-        except ValueError as exc:
-            raise StoreError(400, "invalid_parameter", f"body contains malformed JSON: {exc}") from exc
+    # -- background reload when idle ------------------------------------------------------------
 
-    # -- health and admin ------------------------------------------------------
+    def _schedule_compaction(self) -> None:
+        if self._compact_handle is None:
+            loop = asyncio.get_running_loop()
+            self._compact_handle = loop.call_later(IDLE_COMPACT_AFTER, self._compact)
 
-    async def health(request: web.Request) -> web.Response:
+    def _compact(self) -> None:
+        self._compact_handle = None
+        mirror = self.state.mirror
+        idle = time.monotonic() - self.last_request
+        if idle < IDLE_COMPACT_AFTER:
+            self._compact_handle = asyncio.get_running_loop().call_later(IDLE_COMPACT_AFTER - idle, self._compact)
+            return
+        if mirror.stale and self.state.packages:
+            start = time.perf_counter()
+            mirror.ready(self.state.tree)
+            log.debug("data reloaded while idle", extra={"ms": round((time.perf_counter() - start) * 1000, 1)})
+
+    def _after_write(self) -> None:
+        if self.state.mirror.stale and self.state.packages:
+            self._schedule_compaction()
+
+    # -- health and admin -----------------------------------------------------------------------
+
+    async def health(self, request: web.Request) -> web.Response:
         return web.json_response({})
 
-    async def reset(request: web.Request) -> web.Response:
-        engine.reset()
-        faults.clear()
+    async def reset(self, request: web.Request) -> web.Response:
+        self.state.reset()
+        self.faults.clear()
         log.info("state reset")
         return web.json_response({})
 
-    # -- policies ----------------------------------------------------------------
+    async def admin_state(self, request: web.Request) -> web.Response:
+        m = self.state.mirror
+        return web.json_response({
+            "policies": len(self.state.modules),
+            "top_level_keys": len(self.state.tree),
+            "mirror": {"stale": m.stale, "overlay_sets": len(m.sets),
+                       "overlay_removed": sum(len(k) for k in m.removed.values()),
+                       "hidden_values": m.hidden, **vars(m.stats)},
+        })
 
-    def policy_doc(mid: str) -> dict[str, Any]:
-        pkg = engine.rego.packages.get(mid) or []
-        return {"id": mid, "raw": engine.rego.modules[mid],
-                "ast": {"package": {"path": [{"type": "var", "value": "data"}] +
-                                    [{"type": "string", "value": p} for p in pkg]}}}
+    # -- policies -------------------------------------------------------------------------------
 
-    async def list_policies(request: web.Request) -> web.Response:
-        return web.json_response({"result": [policy_doc(m) for m in engine.rego.modules]})
+    async def list_policies(self, request: web.Request) -> web.Response:
+        return web.json_response({"result": self.state.list_policies()})
 
-    async def get_policy(request: web.Request) -> web.Response:
-        mid = "/".join(_path_after(request, "/v1/policies"))
-        if mid not in engine.rego.modules:
-            return error(404, "resource_not_found", f"storage_not_found_error: policy id {mid!r}")
-        return web.json_response({"result": policy_doc(mid)})
+    async def get_policy(self, request: web.Request) -> web.Response:
+        return web.json_response({"result": self.state.get_policy(_policy_id(request))})
 
-    async def put_policy(request: web.Request) -> web.Response:
-        mid = "/".join(_path_after(request, "/v1/policies"))
-        if not mid:
-            return error(400, "invalid_parameter", "policy id is required")
-        raw = await request.text()
+    async def put_policy(self, request: web.Request) -> web.Response:
+        mid = _policy_id(request)
         try:
-            engine.rego.put_module(mid, raw)
-        except CompileError as exc:
-            return error(400, "invalid_parameter", COMPILE_MESSAGE, exc.errors)
+            raw = (await request.read()).decode("utf-8")
+        except UnicodeDecodeError:
+            return error(400, "invalid_parameter", "policy is not valid UTF-8")
+        self.state.put_policy(mid, raw)
         log.info("policy loaded", extra={"policy_id": mid})
+        self._after_write()
         return web.json_response({})
 
-    async def delete_policy(request: web.Request) -> web.Response:
-        mid = "/".join(_path_after(request, "/v1/policies"))
-        try:
-            engine.rego.delete_module(mid)
-        except KeyError:
-            return error(404, "resource_not_found", f"storage_not_found_error: policy id {mid!r}")
-        except CompileError as exc:
-            return error(400, "invalid_parameter", COMPILE_MESSAGE, exc.errors)
+    async def delete_policy(self, request: web.Request) -> web.Response:
+        mid = _policy_id(request)
+        self.state.delete_policy(mid)
+        log.info("policy deleted", extra={"policy_id": mid})
+        self._after_write()
         return web.json_response({})
 
-    # -- data ----------------------------------------------------------------------
+    # -- data -------------------------------------------------------------------------------------
 
-    async def data_read(request: web.Request) -> web.Response:
+    async def data_get(self, request: web.Request) -> web.Response:
         path = _path_after(request, "/v1/data")
-        has_input, input_doc = False, None
-        if request.method == "POST":
+        input_doc: Any = MISSING
+        if "input" in request.query:
+            raw = request.query.getall("input")[-1]
             try:
-                present, body = await read_json(request)
-            except StoreError as exc:
-                return error(exc.status, exc.code, exc.message)
-            if present:
-                if not isinstance(body, dict):
-                    return error(400, "invalid_parameter", "body must be an object with an optional input")
-                if "input" in body:
-                    has_input, input_doc = True, body["input"]
+                input_doc = json.loads(raw)
+            except ValueError as exc:
+                return error(400, "invalid_parameter", f"parameter contains malformed input document: {exc}")
+        return self._answer(path, input_doc, warn=False)
+
+    async def data_post(self, request: web.Request) -> web.Response:
+        path = _path_after(request, "/v1/data")
+        text = (await request.read()).decode("utf-8", errors="replace")
+        input_doc: Any = MISSING
+        if text.strip():
+            try:
+                body = json.loads(text)
+            except ValueError as exc:
+                return error(400, "invalid_parameter", f"body contains malformed input document: {exc}")
+            if body is not None and not isinstance(body, dict):
+                return error(400, "invalid_parameter", "body contains malformed input document: json: cannot "
+                             f"unmarshal {type(body).__name__} into Go value of type types.DataRequestV1")
+            if isinstance(body, dict) and body.get("input") is not None:
+                input_doc = body["input"]
+        return self._answer(path, input_doc, warn=input_doc is MISSING)
+
+    def _answer(self, path: Path, input_doc: Any, warn: bool) -> web.Response:
+        if any('"' in seg for seg in path):
+            return error(400, "invalid_parameter", f"invalid path: invalid ref term '{path}'")
+        value = self.state.read(path, input_doc)
+        body: dict[str, Any] = {} if value is MISSING else {"result": value}
+        if warn:
+            body["warning"] = {"code": "api_usage_warning", "message": "'input' key missing from the request"}
+        return web.json_response(body)
+
+    async def data_put(self, request: web.Request) -> web.Response:
+        path = _path_after(request, "/v1/data")
+        value = await _json_body(request)
+        written = self.state.put_data(path, value, if_none_match=request.headers.get("If-None-Match") == "*")
+        self._after_write()
+        return web.Response(status=204 if written else 304)
+
+    async def data_patch(self, request: web.Request) -> web.Response:
+        path = _path_after(request, "/v1/data")
+        ops = await _json_body(request)
+        self.state.patch_data(path, ops)
+        self._after_write()
+        return web.Response(status=204)
+
+    async def data_delete(self, request: web.Request) -> web.Response:
+        path = _path_after(request, "/v1/data")
+        self.state.delete_data(path)
+        self._after_write()
+        return web.Response(status=204)
+
+
+def make_app(token: str | None = None, state: EngineState | None = None) -> web.Application:
+    """The engine's aiohttp application; ``token`` enables bearer-token auth."""
+    state = state or EngineState()
+    faults = FaultInjector(fault_body)
+    api = Api(state, faults)
+
+    @web.middleware
+    async def errors_and_log(request: web.Request, handler: Handler) -> web.StreamResponse:
+        start = time.perf_counter()
+        if not request.path.startswith(ADMIN_PREFIX):
+            api.last_request = time.monotonic()
         try:
-            defined, value = engine.read(path, input_doc, has_input)
+            resp = await handler(request)
+        except StoreError as exc:
+            resp = error(exc.status, exc.code, exc.message)
+        except PolicyError as exc:
+            resp = web.json_response(exc.body(), status=exc.status)
         except EvalError as exc:
-            return error(500, exc.code, exc.message)
-        return web.json_response({"result": value} if defined else {})
+            resp = web.json_response(exc.body(), status=500)
+        except web.HTTPException:
+            raise
+        except Exception as exc:  # noqa: BLE001 - never a traceback to a client
+            log.exception("internal error", extra={"method": request.method, "path": request.path})
+            resp = error(500, "internal_error", f"internal error: {exc.__class__.__name__}")
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("request", extra={"method": request.method, "path": request.path, "status": resp.status,
+                                        "ms": round((time.perf_counter() - start) * 1000, 2)})
+        return resp
 
-    def conflicts_with_policy(path: list[str]) -> web.Response | None:
-        if engine.rego.inside_policy(path):
-            where = "/".join(path)
-            return error(400, "invalid_parameter", f"conflicting rules for data path {where} found: "
-                         "the document is defined by a policy",
-                         [{"code": "rego_compile_error", "message": f"conflicting rule for data path {where}"}])
-        return None
+    @web.middleware
+    async def auth(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if token is not None:
+            header = request.headers.get("Authorization", "")
+            scheme, _, given = header.partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
+                return error(401, "unauthorized", "request rejected by administrative policy")
+        return await handler(request)
 
-    async def data_put(request: web.Request) -> web.Response:
-        path = _path_after(request, "/v1/data")
-        try:
-            present, value = await read_json(request)
-            if not present:
-                raise StoreError(400, "invalid_parameter", "body is required")
-            if (conflict := conflicts_with_policy(path)) is not None:
-                return conflict
-            if request.headers.get("If-None-Match") == "*" and get_path(engine.data, path)[0]:
-                return web.Response(status=304)
-            engine.write(lambda root: put_path(root, path, value))
-        except StoreError as exc:
-            return error(exc.status, exc.code, exc.message)
-        return web.Response(status=204)
-
-    async def data_patch(request: web.Request) -> web.Response:
-        path = _path_after(request, "/v1/data")
-        try:
-            present, ops = await read_json(request)
-            if not present:
-                raise StoreError(400, "invalid_parameter", "body is required")
-            if (conflict := conflicts_with_policy(path)) is not None:
-                return conflict
-            # All or nothing: apply to a deep copy, then swap it in.
-            candidate = json.loads(json.dumps(engine.data))
-            new_root = patch_path(candidate, path, ops)
-            engine.write(lambda _root: new_root)
-        except StoreError as exc:
-            return error(exc.status, exc.code, exc.message)
-        return web.Response(status=204)
-
-    async def data_delete(request: web.Request) -> web.Response:
-        path = _path_after(request, "/v1/data")
-        try:
-            if (conflict := conflicts_with_policy(path)) is not None:
-                return conflict
-            engine.write(lambda root: delete_path(root, path))
-        except StoreError as exc:
-            return error(exc.status, exc.code, exc.message)
-        return web.Response(status=204)
-
+    app = web.Application(middlewares=[errors_and_log, auth, faults.middleware], client_max_size=MAX_BODY)
+    app[STATE_KEY] = state
+    faults.add_routes(app)
     r = app.router
-    r.add_get("/health", health)
-    r.add_post(f"{ADMIN_PREFIX}/reset", reset)
-    r.add_get("/v1/policies", list_policies)
-    r.add_get("/v1/policies/{id:.+}", get_policy)
-    r.add_put("/v1/policies/{id:.+}", put_policy)
-    r.add_delete("/v1/policies/{id:.+}", delete_policy)
+    r.add_get("/health", api.health)
+    r.add_post(f"{ADMIN_PREFIX}/reset", api.reset)
+    r.add_get(f"{ADMIN_PREFIX}/state", api.admin_state)
+    r.add_get("/v1/policies", api.list_policies)
+    r.add_get("/v1/policies/{id:.+}", api.get_policy)
+    r.add_put("/v1/policies/{id:.+}", api.put_policy)
+    r.add_delete("/v1/policies/{id:.+}", api.delete_policy)
     for suffix in ("", "/", "/{path:.+}"):
-        r.add_get("/v1/data" + suffix, data_read)
-        r.add_post("/v1/data" + suffix, data_read)
-        r.add_put("/v1/data" + suffix, data_put)
-        r.add_patch("/v1/data" + suffix, data_patch)
-        r.add_delete("/v1/data" + suffix, data_delete)
+        r.add_get("/v1/data" + suffix, api.data_get)
+        r.add_post("/v1/data" + suffix, api.data_post)
+        r.add_put("/v1/data" + suffix, api.data_put)
+        r.add_patch("/v1/data" + suffix, api.data_patch)
+        r.add_delete("/v1/data" + suffix, api.data_delete)
     return app

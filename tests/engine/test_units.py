@@ -1,0 +1,123 @@
+"""Pure parts of the engine: store semantics (OPA's in-memory store) and Rego helpers."""
+
+from __future__ import annotations
+
+import pytest
+
+from devstack.engine import rego
+from devstack.engine.store import (
+    MISSING, StoreError, apply_patch, delete, lookup, non_empty, parse_pointer, parse_url_path, put, read_path,
+)
+
+
+def _err(fn, *args) -> StoreError:
+    with pytest.raises(StoreError) as info:
+        fn(*args)
+    return info.value
+
+
+# -- store ------------------------------------------------------------------------------------------
+
+
+def test_put_is_persistent_and_mkdir_p():
+    old = {"a": {"x": 1}}
+    new = put(old, ("a", "b", "c"), 2)
+    assert new == {"a": {"x": 1, "b": {"c": 2}}}
+    assert old == {"a": {"x": 1}}  # never mutated
+    assert new["a"] is not old["a"]
+
+
+def test_put_below_a_scalar_or_array_is_a_write_conflict():
+    root = {"s": 5, "l": [1]}
+    for path in (("s", "x"), ("s", "x", "y"), ("l", "x"), ("l", "5")):
+        err = _err(put, root, path, 1)
+        assert (err.status, err.code) == (404, "resource_conflict"), path
+        assert err.message.startswith("storage_write_conflict_error: /")
+
+
+def test_put_on_existing_array_element_inserts_like_opa():
+    assert put({"l": [1, 2]}, ("l", "0"), 0) == {"l": [0, 1, 2]}
+
+
+def test_root_rules():
+    assert put({"a": 1}, (), {"b": 2}) == {"b": 2}
+    assert _err(put, {}, (), [1]).status == 400
+    err = _err(delete, {"a": 1}, ())
+    assert (err.status, err.code) == (400, "invalid_parameter") and "root cannot be removed" in err.message
+
+
+def test_delete_missing_is_404():
+    err = _err(delete, {"a": {}}, ("a", "b"))
+    assert (err.status, err.code) == (404, "resource_not_found")
+    assert delete({"a": {"b": 1, "c": 2}}, ("a", "b")) == {"a": {"c": 2}}
+    assert delete({"l": [1, 2, 3]}, ("l", "1")) == {"l": [1, 3]}
+
+
+def test_patch_ops_and_errors():
+    root = {"l": [1], "m": {"k": 1}}
+    assert apply_patch(root, ("m",), [{"op": "add", "path": "/j", "value": 2},
+                                      {"op": "remove", "path": "/k"}]) == {"l": [1], "m": {"j": 2}}
+    assert apply_patch(root, (), [{"op": "add", "path": "/l/-", "value": 2}])["l"] == [1, 2]
+    assert apply_patch(root, ("l",), [{"op": "replace", "path": "/0", "value": 9}])["l"] == [9]
+    assert _err(apply_patch, root, (), [{"op": "remove", "path": "/l/-"}]).status == 400
+    assert _err(apply_patch, root, (), [{"op": "test", "path": "/l"}]).status == 400
+    assert _err(apply_patch, root, (), [{"op": "add", "path": "/x/y", "value": 1}]).status == 404
+    assert _err(apply_patch, root, (), [{"op": "replace", "path": "/m/zz", "value": 1}]).status == 404
+    assert _err(apply_patch, root, (), [{"op": "add", "path": "/l/x", "value": 1}]).status == 404
+    assert root == {"l": [1], "m": {"k": 1}}
+
+
+def test_paths():
+    assert parse_url_path("/a%2Fb/c%20d/") == ("a/b", "c d")
+    assert parse_pointer("/a~1b/c~0d/") == ("a/b", "c~d")
+    assert parse_pointer("") == ()
+
+
+def test_reads():
+    root = {"l": ["a", "b"], "o": {"0": "zero", "k": {"x": 1}}}
+    assert lookup(root, ("o", "0")) == "zero"
+    assert read_path(root, ("o", "0")) is MISSING  # OPA: number term never matches a string key
+    assert read_path(root, ("l", "1")) == "b"
+    assert read_path(root, ("l", "x")) is MISSING
+    assert read_path(root, ("o", "k", "x")) == 1
+
+
+def test_non_empty_like_opa():
+    root = {"a": {"b": 1}, "s": 5}
+    assert non_empty(root, ("a", "b"))
+    assert not non_empty(root, ("a", "c"))
+    assert non_empty(root, ("s", "x", "y"))  # nearest ancestor is a scalar
+    assert not non_empty(root, ("z", "y"))
+
+
+# -- rego --------------------------------------------------------------------------------------------
+
+
+def test_regorus_error_parsing_strips_backtrace():
+    text = ("\n--> ns/cm/key:2:7\n  |\n2 | allow { true }\n  |       ^\n"
+            "error: `if` keyword is required before rule body\n\nStack backtrace:\n   0: regorus::x")
+    err = rego.parse_regorus_error(text, "ns/cm/key", "rego_parse_error")
+    assert err == {"code": "rego_parse_error", "message": "`if` keyword is required before rule body",
+                   "location": {"file": "ns/cm/key", "row": 2, "col": 7}}
+
+
+def test_module_rule_paths():
+    src = ('package a["b-c"].d\n\ndefault allow := false\n\nallow if input.x\n\n'
+           'deny contains "m" if true\n\nf(x) := x\n\nm[k] := 1 if k := "z"\n\nq.r["s"] := 1\n')
+    mod = rego.parse_module("p", src)
+    assert mod.package == ("a", "b-c", "d")
+    paths = {r.path[3:] for r in mod.rules}
+    assert paths == {("allow",), ("deny",), ("f",), ("m",), ("q", "r", "s")}
+    assert mod.ast()["package"]["path"][0] == {"type": "var", "value": "data"}
+
+
+def test_rego_v0_is_refused_and_empty_module_detected():
+    with pytest.raises(rego.CompileError) as info:
+        rego.parse_module("p", "package p\n\nallow { true }\n")
+    assert info.value.errors[0]["code"] == "rego_parse_error"
+    with pytest.raises(rego.EmptyModuleError):
+        rego.parse_module("p", "\n# only a comment\n")
+
+
+def test_ref_text_quotes_every_segment():
+    assert rego.ref_text(["a", 'q"x', 0]) == 'data["a"]["q\\"x"][0]'
