@@ -1,6 +1,7 @@
 """Whether placement policies exist — from a ConfigMap informer, never a List per request.
 
-Policies exist ⇔ the policy namespace holds at least one ConfigMap. Until the
+Policies exist ⇔ the policy namespace holds at least one ConfigMap (bar
+``kube-root-ca.crt``, see :mod:`common.policy_configmaps`). Until the
 informer's first list has completed, we do not know, and act as if they exist
 (fail closed is the safe default).
 """
@@ -10,11 +11,9 @@ from __future__ import annotations
 from kubernetes_asyncio import client
 
 from common.informer import Informer, InformerSettings
-from common.kube_client import Resource
+from common.policy_configmaps import CONFIGMAPS, policy_informer_settings
 
-__all__ = ["CONFIGMAPS", "PolicyPresence"]
-
-CONFIGMAPS = Resource("", "v1", "configmaps")
+__all__ = ["PolicyPresence"]
 
 
 class PolicyPresence:
@@ -22,7 +21,7 @@ class PolicyPresence:
 
     def __init__(self, api: client.ApiClient, namespace: str, settings: InformerSettings | None = None) -> None:
         self.namespace = namespace
-        self.informer = Informer(api, CONFIGMAPS, namespace=namespace, settings=settings)
+        self.informer = Informer(api, CONFIGMAPS, namespace=namespace, settings=policy_informer_settings(settings))
 
     async def run(self) -> None:
         await self.informer.run()

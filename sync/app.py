@@ -22,6 +22,7 @@ from common.informer import Informer
 from common.kube_client import Resource, new_api_client
 from common.opa_client import OpaClient
 from common.ops_http import add_ops_routes
+from common.policy_configmaps import CONFIGMAPS, policy_informer_settings
 from remediator.remediator import Remediator
 from sync.config import SyncConfig
 from sync.policies import PolicyHandler
@@ -33,7 +34,6 @@ __all__ = ["InformerObjects", "SyncApp", "run"]
 
 log = logging.getLogger(__name__)
 
-CONFIGMAPS = Resource("", "v1", "configmaps", True)
 
 
 class InformerObjects:
@@ -108,7 +108,8 @@ class SyncApp:
             for ns in s.policy_namespaces:
                 loader = PolicyHandler(ns, self.opa, self.api, self.signal, self.events)
                 self.loaders.append(loader)
-                self.informers.append(Informer(self.api, CONFIGMAPS, loader, namespace=ns))
+                self.informers.append(Informer(self.api, CONFIGMAPS, loader, namespace=ns,
+                                                 settings=policy_informer_settings()))
                 self._spawn(loader.run_retries(), f"policy-retries-{ns}")
         self._spawn(self._lifecycle(), "lifecycle")
 

@@ -109,6 +109,22 @@ async def test_fail_open_without_policies_then_closed_when_a_policy_appears(harn
     await eventually(open_again, 5, "fail open after the policy ConfigMap is deleted")
 
 
+async def test_kube_root_ca_configmap_is_not_a_policy(harness: Harness) -> None:
+    """Kubernetes publishes kube-root-ca.crt into every namespace: it must not
+    switch the webhook to fail closed."""
+    h = harness
+    await kube_json(h.api, "POST", f"/api/v1/namespaces/{h.policy_namespace}/configmaps", body={
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kube-root-ca.crt"},
+        "data": {"ca.crt": "-----BEGIN CERTIFICATE-----\n"}})
+    hook = await h.start_webhook(opa={"url": closed_url()}, deadline=0.5)
+    assert hook.policies is not None and hook.policies.synced and hook.policies.count() == 0
+    resp = await h.admit(replicaset(), webhook=hook)
+    assert resp["allowed"] is True and "patch" not in resp
+    await h.add_policy_configmap(webhooks=[hook])
+    assert hook.policies.count() == 1
+    assert (await h.admit(replicaset(), webhook=hook))["allowed"] is False
+
+
 async def test_not_synced_informer_counts_as_policies_exist(harness: Harness) -> None:
     """API server unreachable: the informer never syncs, /readyz is 503 and the
     webhook fails closed rather than open."""

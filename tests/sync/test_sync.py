@@ -478,3 +478,15 @@ async def test_remediation_enforced_through_the_sync(world, opa, start_sync):
 
     await eventually(all_owned, 15, "every ReplicaSet annotated by the remediator")
     await assert_in_sync(api, opa, RS, policies=True)
+
+
+async def test_kube_root_ca_configmap_is_not_loaded(world, opa, start_sync):
+    """kube-root-ca.crt, published into every namespace, is not policy: no module, no status."""
+    api = world
+    await put_configmap(api, "kube-root-ca.crt", {"ca.crt": "-----BEGIN CERTIFICATE-----\n"})
+    await put_configmap(api, "p", {"a.rego": "package fedtest.a\n\nx := 1\n"})
+    await start_sync("--policy-namespace", POLICY_NS)
+    await eventually(lambda: _status_is(api, "p", "ok"), what="the real policy loaded")
+    _, body = await opa.request("GET", "/v1/policies")
+    assert [p["id"] for p in body["result"]] == [f"{POLICY_NS}/p/a.rego"]
+    assert await policy_status(api, "kube-root-ca.crt") is None
