@@ -246,8 +246,12 @@ class Api:
                 try:
                     item = await asyncio.wait_for(w.queue.get(), timeout=wait)
                 except (TimeoutError, asyncio.TimeoutError):
-                    if bookmarks and loop.time() >= next_bookmark and w.queue.empty():
-                        await resp.write(bookmark())
+                    if bookmarks and loop.time() >= next_bookmark:
+                        # Due: send it if nothing is queued (events carry newer RVs anyway), and
+                        # always move the deadline on — else wait stays 0, wait_for(get, 0) cancels
+                        # the get before it runs, and a queued event stalls the stream for good.
+                        if w.queue.empty():
+                            await resp.write(bookmark())
                         next_bookmark = loop.time() + self.bookmark_interval
                     continue
                 if item is None:
