@@ -27,20 +27,14 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import post_all  # noqa: E402
+from devstack.federation import CLUSTER_CRD, CLUSTERS_PATH, cluster  # noqa: E402
 from devstack.launch import ServerProcess, wait_http  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PREFS = "federation.kubernetes.io/replica-set-preferences"
 POLICY_NS = "kube-federation-scheduling-policy"
 NAMESPACES = 10
-CRD = json.loads(json.dumps({
-    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-    "metadata": {"name": "clusters.federation.fedplace.io"},
-    "spec": {"group": "federation.fedplace.io", "scope": "Cluster",
-             "names": {"plural": "clusters", "singular": "cluster", "kind": "Cluster", "listKind": "ClusterList"},
-             "versions": [{"name": "v1beta1", "served": True, "storage": True,
-                           "schema": {"openAPIV3Schema": {"type": "object",
-                                                          "x-kubernetes-preserve-unknown-fields": True}}}]}}))
 CLUSTERS = [("eu-a", "europe-west1", "3"), ("eu-c", "europe-west4", "3"), ("eu-b", "eu-west-1", "1"),
             ("us-d", "us-east1", "2")]
 
@@ -53,18 +47,6 @@ def rs(i: int, pci: str) -> dict:
             "spec": {"replicas": 2, "selector": {"matchLabels": {"app": name}},
                      "template": {"metadata": {"labels": {"app": name}},
                                   "spec": {"containers": [{"name": "app", "image": "nginx:1.27"}]}}}}
-
-
-async def post_all(s: aiohttp.ClientSession, base: str, items: list[tuple[str, dict]], conc: int = 64) -> None:
-    queue = list(items)
-
-    async def worker() -> None:
-        while queue:
-            path, body = queue.pop()
-            async with s.post(base + path, json=body) as r:
-                assert r.status == 201, await r.text()
-
-    await asyncio.gather(*(worker() for _ in range(conc)))
 
 
 async def patches_sent(s: aiohttp.ClientSession, sync_url: str) -> float:
@@ -98,12 +80,9 @@ async def run(total: int, affected: int) -> None:
             await post_all(s, kube.url, [("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                                                  "metadata": {"name": n}})
                                          for n in [f"ns{i}" for i in range(NAMESPACES)] + [POLICY_NS, "opa"]])
-            async with s.post(kube.url + "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=CRD) as r:
+            async with s.post(kube.url + "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=CLUSTER_CRD) as r:
                 assert r.status == 201
-            await post_all(s, kube.url, [("/apis/federation.fedplace.io/v1beta1/clusters", {
-                "apiVersion": "federation.fedplace.io/v1beta1", "kind": "Cluster",
-                "metadata": {"name": n, "labels": {"pci-compliance-level": p}}, "status": {"region": reg}})
-                for n, reg, p in CLUSTERS])
+            await post_all(s, kube.url, [(CLUSTERS_PATH, cluster(n, reg, p)) for n, reg, p in CLUSTERS])
             await post_all(s, kube.url, [(f"/apis/apps/v1/namespaces/ns{i % NAMESPACES}/replicasets",
                                           rs(i, "3" if i < affected else "1")) for i in range(total)])
             policy = {name: (ROOT / path).read_text() for name, path in (

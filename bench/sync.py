@@ -28,23 +28,11 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import pct, post_all  # noqa: E402
+from devstack.federation import CLUSTER_CRD, CLUSTERS_PATH  # noqa: E402
 from devstack.launch import ServerProcess, wait_http  # noqa: E402
 
-CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-    "metadata": {"name": "clusters.federation.fedplace.io"},
-    "spec": {"group": "federation.fedplace.io", "scope": "Cluster",
-             "names": {"plural": "clusters", "singular": "cluster", "kind": "Cluster", "listKind": "ClusterList"},
-             "versions": [{"name": "v1beta1", "served": True, "storage": True,
-                           "schema": {"openAPIV3Schema": {"type": "object",
-                                                          "x-kubernetes-preserve-unknown-fields": True}}}]},
-}
 NAMESPACES = 20
-
-
-def pct(values: list[float], p: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
 
 
 def proc_status(pid: int, field: str) -> float:
@@ -70,18 +58,6 @@ def cluster(i: int) -> dict:
             "status": {"region": "europe-west1" if i % 2 else "us-east1"}}
 
 
-async def post_all(session: aiohttp.ClientSession, base: str, items: list[tuple[str, dict]], conc: int = 64) -> None:
-    queue = list(items)
-
-    async def worker() -> None:
-        while queue:
-            path, body = queue.pop()
-            async with session.post(base + path, json=body) as r:
-                assert r.status == 201, await r.text()
-
-    await asyncio.gather(*(worker() for _ in range(conc)))
-
-
 async def run(n_rs: int, n_clusters: int, rate: float, seconds: float) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-sync-"))
     kubeconfig = tmp / "kubeconfig"
@@ -98,12 +74,12 @@ async def run(n_rs: int, n_clusters: int, rate: float, seconds: float) -> None:
             await post_all(s, kube.url, [("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                                                  "metadata": {"name": f"ns{i}"}})
                                          for i in range(NAMESPACES)])
-            async with s.post(kube.url + "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=CRD) as r:
+            async with s.post(kube.url + "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=CLUSTER_CRD) as r:
                 assert r.status == 201
             t = time.perf_counter()
             await post_all(s, kube.url, [(f"/apis/apps/v1/namespaces/ns{i % NAMESPACES}/replicasets", rs(i))
                                          for i in range(n_rs)])
-            await post_all(s, kube.url, [("/apis/federation.fedplace.io/v1beta1/clusters", cluster(i))
+            await post_all(s, kube.url, [(CLUSTERS_PATH, cluster(i))
                                          for i in range(n_clusters)])
             print(f"created {n_rs:,} ReplicaSets + {n_clusters:,} clusters in {time.perf_counter() - t:.1f}s",
                   file=sys.stderr)

@@ -31,6 +31,7 @@ from typing import Any, Awaitable, Callable
 from kubernetes_asyncio import client, config
 
 from common.kube_client import KubeApiError, kube_json
+from devstack.federation import CLUSTER_CRD, CLUSTERS_PATH, cluster
 from devstack.launch import ServerProcess
 from devstack.tls import make_ca_and_cert
 
@@ -39,23 +40,7 @@ POLICY_NS = "kube-federation-scheduling-policy"
 PREFS = "federation.kubernetes.io/replica-set-preferences"
 EU = "policy.federation.alpha.kubernetes.io/eu-jurisdiction-required"
 PCI = "policy.federation.alpha.kubernetes.io/pci-compliance-level"
-CLUSTERS_PATH = "/apis/federation.fedplace.io/v1beta1/clusters"
 RS_PATH = "/apis/apps/v1/namespaces/{ns}/replicasets"
-
-CLUSTER_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "clusters.federation.fedplace.io"},
-    "spec": {
-        "group": "federation.fedplace.io",
-        "scope": "Cluster",
-        "names": {"plural": "clusters", "singular": "cluster", "kind": "Cluster", "listKind": "ClusterList"},
-        "versions": [{
-            "name": "v1beta1", "served": True, "storage": True,
-            "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
-        }],
-    },
-}
 
 CLUSTERS = [
     ("gce-europe-west1", "europe-west1", "2"),
@@ -181,11 +166,7 @@ async def demo_steps(api: client.ApiClient, work: Path, logs: Path, engine: Serv
     await kube_json(api, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=CLUSTER_CRD)
     await eventually(lambda: _served(api), 10, "the Cluster CRD to be served")
     for name, region, pci in CLUSTERS:
-        await kube_json(api, "POST", CLUSTERS_PATH, body={
-            "apiVersion": "federation.fedplace.io/v1beta1", "kind": "Cluster",
-            "metadata": {"name": name, "labels": {"pci-compliance-level": pci}},
-            "spec": {"serverAddress": f"https://{name}.example.invalid"},
-            "status": {"region": region}})
+        await kube_json(api, "POST", CLUSTERS_PATH, body=cluster(name, region, pci))
     say("   clusters: " + ", ".join(f"{n} ({r}, PCI {p})" for n, r, p in CLUSTERS))
 
     step(2, "Start opa-kube-sync (remediation enforced) and the admission webhook (TLS)")

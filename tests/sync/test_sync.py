@@ -17,6 +17,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from common.kube_client import KubeApiError, Resource, kube_json
+from devstack.federation import CLUSTER_CRD
 from sync.app import SyncApp
 from sync.config import parse_args
 from sync.policies import STATUS_ANNOTATION
@@ -124,15 +125,6 @@ async def put_configmap(api, name: str, data: dict[str, str]) -> None:
                         content_type="application/merge-patch+json")
 
 
-CLUSTER_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-    "metadata": {"name": "clusters.federation.fedplace.io"},
-    "spec": {"group": "federation.fedplace.io", "scope": "Cluster",
-             "names": {"plural": "clusters", "singular": "cluster", "kind": "Cluster", "listKind": "ClusterList"},
-             "versions": [{"name": "v1beta1", "served": True, "storage": True,
-                           "schema": {"openAPIV3Schema": {"type": "object",
-                                                          "x-kubernetes-preserve-unknown-fields": True}}}]},
-}
 
 
 @pytest.fixture
