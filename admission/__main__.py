@@ -8,23 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import sys
 from typing import Sequence
 
 from admission.config import AdmissionConfig, ConfigError, load_config
 from admission.webhook import COMPONENT, Webhook
 from common.logs import configure_logging
+from common.shutdown import stop_on_signals
 
 log = logging.getLogger("admission")
 
 
 async def serve(config: AdmissionConfig) -> None:
     """Start the webhook, wait for a termination signal, stop gracefully."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
     webhook = Webhook(config)
     await webhook.start()
     try:

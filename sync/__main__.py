@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import signal
 
 from common.logs import configure_logging
+from common.shutdown import stop_on_signals
 from sync.app import run
 from sync.config import SyncConfig, parse_args
 
 
 async def _main(config: SyncConfig) -> int:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
     await run(config, stop)
     return 0
 

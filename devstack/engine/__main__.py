@@ -15,12 +15,12 @@ os.environ.setdefault("RUST_BACKTRACE", "0")  # regorus errors would otherwise c
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
 import logging  # noqa: E402
-import signal  # noqa: E402
 import sys  # noqa: E402
 
 from aiohttp import web  # noqa: E402
 
 from common.logs import configure_logging  # noqa: E402
+from common.shutdown import stop_on_signals  # noqa: E402
 from devstack.engine.server import make_app  # noqa: E402
 from devstack.engine.state import EngineState  # noqa: E402
 
@@ -74,10 +74,7 @@ async def serve(listen: tuple[str, int], token: str | None, incremental: bool = 
     site = web.TCPSite(runner, listen[0], listen[1], reuse_address=True)
     await site.start()
     log.info("serving", extra={"listen": f"{listen[0]}:{listen[1]}", "auth": "token" if token else "none"})
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
     await stop.wait()
     log.info("shutting down")
     await runner.cleanup()

@@ -112,11 +112,13 @@ def _index(node: list[Any], key: str, path: Path) -> int:
     return idx
 
 
-def lookup(root: Any, path: Path) -> Any:
-    """The base document at ``path`` (storage semantics), or :data:`MISSING`."""
+def _walk(root: Any, path: Path, numbers_match_keys: bool) -> Any:
+    """Follow ``path`` from ``root``; :data:`MISSING` when it leads nowhere."""
     node = root
     for key in path:
         if isinstance(node, dict):
+            if not numbers_match_keys and _INT.match(key):
+                return MISSING
             node = node.get(key, MISSING)
             if node is MISSING:
                 return MISSING
@@ -127,6 +129,11 @@ def lookup(root: Any, path: Path) -> Any:
         else:
             return MISSING
     return node
+
+
+def lookup(root: Any, path: Path) -> Any:
+    """The base document at ``path`` (storage semantics), or :data:`MISSING`."""
+    return _walk(root, path, numbers_match_keys=True)
 
 
 def read_path(root: Any, path: Path) -> Any:
@@ -135,21 +142,7 @@ def read_path(root: Any, path: Path) -> Any:
     OPA turns integer-looking URL segments into number terms, so they index
     arrays but never match an object's (string) key.
     """
-    node = root
-    for key in path:
-        if isinstance(node, dict):
-            if _INT.match(key):
-                return MISSING
-            node = node.get(key, MISSING)
-            if node is MISSING:
-                return MISSING
-        elif isinstance(node, list):
-            if not _INT.match(key) or not 0 <= int(key) < len(node):
-                return MISSING
-            node = node[int(key)]
-        else:
-            return MISSING
-    return node
+    return _walk(root, path, numbers_match_keys=False)
 
 
 def non_empty(root: Any, path: Path) -> bool:

@@ -15,11 +15,12 @@ import asyncio
 import datetime as dt
 import json
 import logging
-import signal
 import sys
 from pathlib import Path
 
 from aiohttp import web
+
+from common.shutdown import stop_on_signals
 
 from .kubeconfig import write_kubeconfig
 from .server import Server, ServerConfig
@@ -86,10 +87,7 @@ async def serve(args: argparse.Namespace) -> None:
         write_kubeconfig(args.write_kubeconfig, url, token)
     log.info("listening", extra={"url": url, "auth": bool(token), "history": args.history,
                                  "kubeconfig": args.write_kubeconfig})
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
     await stop.wait()
     log.info("shutting down")
     server.api.store.close_watches()
