@@ -6,7 +6,8 @@ with :class:`common.opa_client.OpaClient`, retrying
 5xx) with exponential backoff and jitter, honouring ``Retry-After``, all inside
 one :class:`~common.retry.Deadline`. Each attempt's timeout is
 ``min(per-attempt timeout, deadline.remaining())``. Malformed answers and
-other 4xx are not retried. It never raises for an OPA failure: the result is
+other 4xx are not retried. When the deadline cuts the last attempt short, the
+failure reported is OPA's own last one (e.g. its 500), not the cut. It never raises for an OPA failure: the result is
 an :class:`~admission.decision.OpaOutcome` for :func:`~admission.decision.decide`.
 """
 
@@ -58,6 +59,9 @@ async def query_decision(
 ) -> OpaOutcome:
     """Query ``data.<query_path>`` with ``obj`` as input; never raises for OPA errors."""
     attempts = 0
+    # The last failure that was OPA's own, not an attempt cut short by the deadline:
+    # that is what an operator needs to read in the denial.
+    last_cause: str | None = None
 
     def before_sleep(state: RetryCallState) -> None:
         metrics.OPA_RETRIES.inc()
@@ -68,7 +72,7 @@ async def query_decision(
                         "deadline_left_s": round(deadline.remaining(), 3)})
 
     async def attempt_once() -> Any:
-        nonlocal attempts
+        nonlocal attempts, last_cause
         remaining = deadline.remaining()
         if remaining < MIN_ATTEMPT_SECONDS:
             raise OpaUnavailable("deadline exceeded before the attempt")
@@ -76,14 +80,16 @@ async def query_decision(
         metrics.OPA_ATTEMPTS.inc()
         started = time.monotonic()
         result_label = "ok"
+        timeout = min(attempt_timeout, remaining)
         try:
-            return await client.query(query_path, obj, undefined_ok=False,
-                                      timeout=min(attempt_timeout, remaining))
+            return await client.query(query_path, obj, undefined_ok=False, timeout=timeout)
         except OpaUndefined:
             result_label = "undefined"
             raise
         except OpaError as exc:
             result_label = _kind(exc)
+            if not (timeout < attempt_timeout and "timed out" in exc.message):
+                last_cause = exc.message
             raise
         finally:
             metrics.OPA_SECONDS.labels(result_label).observe(time.monotonic() - started)
@@ -97,6 +103,8 @@ async def query_decision(
         return OpaOutcome.undefined(attempts=attempts, query_path=query_path)
     except OpaUnavailable as exc:
         cause = exc.message
+        if last_cause is not None and (deadline.expired() or cause.startswith("deadline exceeded")):
+            cause = last_cause  # the final attempt was only cut short by the deadline
         if exc.retry_after is not None and exc.retry_after >= deadline.remaining():
             cause = f"{cause} (Retry-After {exc.retry_after:g}s is beyond the {deadline.seconds:g}s deadline)"
         elif deadline.expired() or "timed out" in cause:

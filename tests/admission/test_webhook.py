@@ -280,25 +280,29 @@ patch := [{"op": "test", "path": "/spec/replicas", "value": 99}] if { input.meta
 # -- OPA failures, retries, Retry-After (fault injection) --------------------------------------
 
 FAULTS = [
-    # (id, fault spec, expected cause, message fragment, retried?)
+    # (id, fault spec, expected cause, message fragment, retried?, per-attempt OPA timeout)
     ("500", {"fail": {"path": "/v1/data", "method": "POST", "status": 500, "count": -1}},
-     "unavailable", "500", True),
+     "unavailable", "500", True, 0.9),
+    # Slow 500s: the last attempt is cut short by the deadline; the denial must
+    # still name OPA's own failure, not the cut.
+    ("500-slow", {"fail": {"path": "/v1/data", "method": "POST", "status": 500, "count": -1, "delay": 0.6}},
+     "unavailable", "500", True, 0.9),
     ("bad-json", {"fail": {"path": "/v1/data", "method": "POST", "status": 200, "count": -1, "body": "{not json"}},
-     "malformed", "not JSON", False),
+     "malformed", "not JSON", False, 0.9),
     ("401", {"fail": {"path": "/v1/data", "method": "POST", "status": 401, "count": -1}},
-     "request", "401", False),
+     "request", "401", False, 0.9),
     ("timeout", {"fail": {"path": "/v1/data", "method": "POST", "status": 200, "count": -1, "delay": 1.5}},
-     "unavailable", "timed out", True),
+     "unavailable", "timed out", True, 0.4),
 ]
 
 
 @pytest.mark.devstack_only
-@pytest.mark.parametrize("spec,cause,fragment,retried", [f[1:] for f in FAULTS], ids=[f[0] for f in FAULTS])
+@pytest.mark.parametrize("spec,cause,fragment,retried,timeout", [f[1:] for f in FAULTS], ids=[f[0] for f in FAULTS])
 async def test_engine_failures_fail_closed(harness: Harness, spec: dict[str, Any], cause: str, fragment: str,
-                                           retried: bool) -> None:
+                                           retried: bool, timeout: float) -> None:
     h = harness
     await h.put_policy(ALLOW_WITH_ANNOTATION)
-    hook = await h.start_webhook(deadline=1.0, opa={"timeout": 0.4})
+    hook = await h.start_webhook(deadline=1.0, opa={"timeout": timeout})
     await h.add_policy_configmap(webhooks=[hook])
     await inject(h, spec)
     d = Delta()
@@ -310,7 +314,7 @@ async def test_engine_failures_fail_closed(harness: Harness, spec: dict[str, Any
     assert fragment in resp["status"]["message"]
     assert d("fedplace_admission_fail_closed_total", cause=cause) == 1
     assert (d("fedplace_admission_opa_retries_total") >= 1) is retried
-    assert elapsed < 1.0 + 0.5, "must answer within the deadline"
+    assert elapsed < 1.0 + 1.0, "must answer within the deadline (plus scheduling slack)"
     await clear_faults(h)
     assert (await h.admit(replicaset(), webhook=hook))["allowed"] is True  # recovers at once
 
