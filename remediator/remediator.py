@@ -85,6 +85,16 @@ class ApiObjectSource:
         return len(self.objects.get(resource, {}))
 
 
+@dataclass(frozen=True)
+class _OwnPatch:
+    """One PATCH we sent: the version the object source showed before it, and the result."""
+
+    stamp: float
+    before_rv: str | None
+    after_rv: str | None
+    after: Mapping[str, Any]
+
+
 @dataclass
 class PassResult:
     patched: int = 0
@@ -147,10 +157,8 @@ class Remediator:
             if settings.notifications_token_file else None
         self.last_result: PassResult | None = None
         self.passes = 0
-        # What our own PATCHes returned, until the object source has caught up
-        # with them: planning against a cache that has not yet seen our last
-        # patch would send the same patch again.
-        self._patched: dict[tuple[str, str, str], tuple[float, Mapping[str, Any]]] = {}
+        # Our own PATCHes, until the watch echoes them back (see _live and is_echo).
+        self._patched: dict[tuple[str, str, str], _OwnPatch] = {}
 
     # -- triggers ------------------------------------------------------------
 
@@ -158,6 +166,17 @@ class Remediator:
         """Ask for a pass soon (debounced). Never blocks."""
         log.debug("remediation triggered", extra={"reason": reason})
         self._trigger.set()
+
+    def is_echo(self, resource: str, obj: Mapping[str, Any]) -> bool:
+        """Whether ``obj`` is exactly the state one of our own PATCHes produced (same
+        resourceVersion). Each echo is recognised once; anything else is a change."""
+        meta = obj.get("metadata") or {}
+        key = (resource, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        own = self._patched.get(key)
+        if own is None or not own.after_rv or own.after_rv != meta.get("resourceVersion"):
+            return False
+        del self._patched[key]
+        return True
 
     def is_leader(self) -> bool:
         return self.leader is None or self.leader.is_leader
@@ -220,8 +239,9 @@ class Remediator:
         """Plan against OPA's notifications and apply; returns what happened."""
         async with self._pass_lock:
             start = time.monotonic()
-            self._patched = {k: v for k, v in self._patched.items() if start - v[0] <= MEMO_SECONDS}
+            self._patched = {k: v for k, v in self._patched.items() if start - v.stamp <= MEMO_SECONDS}
             notifications = [n for n in await self.query_notifications() if n.resource in self.resources]
+            queried = time.monotonic()
             total = sum(self.objects.count(p) for p in self.resources)
             plan = plan_pass(notifications, self._live, total, self.settings.max_fraction)
             result = await self._apply(plan)
@@ -233,23 +253,22 @@ class Remediator:
                                                 "in_sync": result.in_sync, "missing": result.skipped_missing,
                                                 "failed": result.failed, "guard": result.guard_tripped,
                                                 "dry_run": result.dry_run,
+                                                "query_seconds": round(queried - start, 3),
                                                 "seconds": round(time.monotonic() - start, 3)})
             return result
 
     def _live(self, resource: str, namespace: str, name: str) -> Mapping[str, Any] | None:
-        """The object source's view, unless it has not yet seen our own latest patch."""
+        """The object source's view, or what our own PATCH returned while the source
+        still shows the version we patched (planning against that stale version
+        would send the same patch again). Any other version is newer than the one we
+        patched, so the source wins."""
         cached = self.objects.get(resource, namespace, name)
-        key = (resource, namespace, name)
-        memo = self._patched.get(key)
-        if memo is None:
+        own = self._patched.get((resource, namespace, name))
+        if cached is None or own is None or time.monotonic() - own.stamp > MEMO_SECONDS:
             return cached
-        stamp, patched = memo
-        rv = (patched.get("metadata") or {}).get("resourceVersion")
-        seen = cached is not None and (cached.get("metadata") or {}).get("resourceVersion") == rv
-        if seen or time.monotonic() - stamp > MEMO_SECONDS:
-            del self._patched[key]
-            return cached
-        return patched if cached is not None else None
+        if (cached.get("metadata") or {}).get("resourceVersion") == own.before_rv:
+            return own.after
+        return cached
 
     async def apply_notifications(self, notifications: list[Notification]) -> PassResult:
         """Apply pushed notifications (no guard: they name their objects explicitly)."""
@@ -333,6 +352,7 @@ class Remediator:
                 reraise=True,
             ):
                 with attempt:
+                    before = self.objects.get(a.resource, a.namespace, a.name) or {}
                     patched = await kube_json(self.api, "PATCH", path, body=annotation_merge_patch(a.changes),
                                               content_type="application/merge-patch+json")
         except KubeApiError as exc:
@@ -345,7 +365,9 @@ class Remediator:
             return "failed"
         PATCHES.labels("enforce").inc()
         if isinstance(patched, dict):
-            self._patched[(a.resource, a.namespace, a.name)] = (time.monotonic(), patched)
+            self._patched[(a.resource, a.namespace, a.name)] = _OwnPatch(
+                time.monotonic(), (before.get("metadata") or {}).get("resourceVersion"),
+                (patched.get("metadata") or {}).get("resourceVersion"), patched)
         self._event(a.resource, a.namespace, a.name, "Normal", "PlacementRemediated", _describe(a))
         return "patched"
 

@@ -99,7 +99,7 @@ class SyncApp:
         if s.enable_data:
             for res in s.resources:
                 rep = ReplicationHandler(res, self.opa, s.replicate_path, self.signal, s.ignore_namespaces,
-                                 on_opa_error=self.detector.poke)
+                                         on_opa_error=self.detector.poke, is_echo=self._is_echo)
                 rep.informer = Informer(self.api, res, rep)
                 self.replicators[res.plural] = rep
                 self.informers.append(rep.informer)
@@ -177,13 +177,18 @@ class SyncApp:
                 await asyncio.sleep(delay)
                 delay = min(1.0, delay * 2)
 
+    def _is_echo(self, plural: str, obj: dict[str, Any]) -> bool:
+        return self.remediator is not None and self.remediator.is_echo(plural, obj)
+
     async def _forward_changes(self, remediator: Remediator) -> None:
-        """Turn change-signal notifications into remediator triggers."""
+        """Turn change-signal notifications into remediator triggers (echoes of its own
+        patches excepted: a pass for them would find nothing to do)."""
         seen = self.signal.generation
         while True:
             generation = await self.signal.wait(seen)
             for kind in self.signal.kinds_since(seen):
-                remediator.trigger(kind)
+                if not kind.startswith("echo:"):
+                    remediator.trigger(kind)
             seen = generation
 
     async def restore(self) -> None:

@@ -102,13 +102,18 @@ class ReplicationHandler:
 
     def __init__(self, resource: Resource, opa: OpaClient, root: str, signal: ChangeSignal,
                  ignore_namespaces: frozenset[str] = frozenset(),
-                 on_opa_error: Callable[[], None] = lambda: None) -> None:
+                 on_opa_error: Callable[[], None] = lambda: None,
+                 is_echo: Callable[[str, dict[str, Any]], bool] = lambda plural, obj: False) -> None:
+        """``is_echo(plural, obj)`` says whether a watched object is only the echo of
+        this process's own write (the remediator's patch); a batch of such events is
+        signalled as ``echo:<plural>`` instead of ``data:<plural>``."""
         self.resource = resource
         self.opa = opa
         self.root = root
         self.signal = signal
         self.ignore = ignore_namespaces
         self.on_opa_error = on_opa_error
+        self.is_echo = is_echo
         self.informer: Informer | None = None
         self.synced = asyncio.Event()
         self._pending: dict[str, _Pending] = {}
@@ -186,6 +191,7 @@ class ReplicationHandler:
             await self._wake.wait()
             self._wake.clear()
             wrote = False
+            foreign = False  # something other than the echo of our own write was written
             async with self._lock:
                 if self._full_pending and self.informer is not None:
                     try:
@@ -193,7 +199,7 @@ class ReplicationHandler:
                         self._full_pending = False
                         self._pending.clear()  # the cache already holds every pending change
                         self.synced.set()
-                        wrote = True
+                        wrote = foreign = True
                         failures = 0
                     except Exception as exc:  # noqa: BLE001 - retried below, whatever it is
                         failures += 1
@@ -219,6 +225,8 @@ class ReplicationHandler:
                         break
                     failures = 0
                     wrote = True
+                    foreign = foreign or item.event_type == "DELETED" or \
+                        not self.is_echo(self.resource.plural, item.obj)
                     if item.event_type == "DELETED":
                         self._present.discard(key)
                     else:
@@ -229,7 +237,7 @@ class ReplicationHandler:
                     LAG.labels(self._label).observe(time.monotonic() - item.received)
             OBJECTS.labels(self._label).set(len(self._present))
             if wrote:
-                self.signal.notify(f"data:{self.resource.plural}")
+                self.signal.notify(f"{'data' if foreign else 'echo'}:{self.resource.plural}")
             if self._pending or self._full_pending:
                 # Capped low: once OPA answers again, pending changes land within ~1 s.
                 await asyncio.sleep(min(1.0, 0.05 * 2 ** min(failures - 1, 5)) * random.uniform(0.8, 1.2))

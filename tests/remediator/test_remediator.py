@@ -124,6 +124,27 @@ async def test_label_downgrade_reannotates_affected_only_and_second_pass_is_idle
         await client.close()
 
 
+async def test_own_patches_remembered_until_the_cache_moves_on(world, opa):
+    """A cache that has not yet seen our patches must not make us send them again;
+    once it shows anybody's newer version, that version is what is planned against."""
+    api = world
+    rem, source, client = make(api, opa)
+    try:
+        await source.load()
+        assert (await rem.run_pass()).patched == 2
+        again = await rem.run_pass()  # the source still shows the versions before our patches
+        assert again.patched == 0 and again.in_sync == 2
+
+        await kube_json(api, "PATCH", RS.object_path("pci2", NS), body={"metadata": {"annotations": {PREFS: "{}"}}},
+                        content_type="application/merge-patch+json")
+        await source.load()
+        after_edit = await rem.run_pass()
+        assert after_edit.patched == 1 and after_edit.in_sync == 1
+        assert prefs(await annotations_of(api, "pci2")) == {"eu-a"}
+    finally:
+        await client.close()
+
+
 async def test_dry_run_patches_nothing_and_records_events(world, opa):
     api = world
     events = EventRecorder(api, "test-remediator")

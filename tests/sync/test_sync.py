@@ -472,6 +472,42 @@ async def test_remediation_enforced_through_the_sync(world, opa, start_sync):
     await assert_in_sync(api, opa, RS, policies=True)
 
 
+async def test_echo_of_own_patches_triggers_no_pass_but_a_foreign_edit_does(world, opa, start_sync):
+    """The watch echoes every remediation patch back; replicating those echoes must
+    not start another (idle) pass, while anybody else's change still must."""
+    api = world
+    policy = 'package io.k8s.federation.admission\n\nannotations["fedplace.io/owner"] := "platform" if input.kind == "ReplicaSet"\n'
+    await put_configmap(api, "p", {"admission.rego": policy,
+                                   "remediation.rego": (ROOT / "policies/lib/remediation.rego").read_text()})
+    svc = await start_sync("--policy-namespace", POLICY_NS, "--remediate", "enforce", "--remediate-debounce", "0.05",
+                           "--remediate-max-fraction", "1", "--leader-election", "false")
+    rem = svc.remediator
+    assert rem is not None
+    names = [i["metadata"]["name"] for i in (await kube_json(api, "GET", RS.collection_path(NS)))["items"]]
+
+    async def owned_in_opa() -> bool:
+        objs = await opa_data(opa, "kubernetes", "replicasets", NS) or {}
+        return all((objs.get(n, {}).get("metadata", {}).get("annotations") or {}).get("fedplace.io/owner")
+                   == "platform" for n in names)
+
+    await eventually(owned_in_opa, 15, "the remediator's patches replicated back into OPA")
+    assert rem.last_result is not None and rem.last_result.patched == len(names)
+    assert "echo:replicasets" in svc.signal.kinds_since(0)
+    passes = rem.passes
+    await asyncio.sleep(0.5)  # ten debounce periods: an echo-triggered pass would have run
+    assert rem.passes == passes, "the echo of our own patches started a pass"
+
+    await kube_json(api, "PATCH", RS.object_path(names[0], NS), body={"metadata": {"annotations": {"fedplace.io/owner": "me"}}},
+                    content_type="application/merge-patch+json")
+
+    async def restored() -> bool:
+        obj = await kube_json(api, "GET", RS.object_path(names[0], NS))
+        return obj["metadata"]["annotations"].get("fedplace.io/owner") == "platform"
+
+    await eventually(restored, 15, "a foreign edit remediated")
+    assert rem.passes > passes
+
+
 async def test_kube_root_ca_configmap_is_not_loaded(world, opa, start_sync):
     """kube-root-ca.crt, published into every namespace, is not policy: no module, no status."""
     api = world
