@@ -106,7 +106,8 @@ class SyncApp:
                 self._spawn(rep.run_flusher(), f"flush-{res.plural}")
         if s.enable_policies:
             for ns in s.policy_namespaces:
-                loader = PolicyHandler(ns, self.opa, self.api, self.signal, self.events)
+                loader = PolicyHandler(ns, self.opa, self.api, self.signal, self.events,
+                                       allow_system=s.allow_system_packages)
                 self.loaders.append(loader)
                 self.informers.append(Informer(self.api, CONFIGMAPS, loader, namespace=ns,
                                                  settings=policy_informer_settings()))

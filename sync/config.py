@@ -34,6 +34,7 @@ class SyncConfig:
     ignore_namespaces: frozenset[str] = frozenset()
     policy_namespaces: list[str] = field(default_factory=lambda: [DEFAULT_POLICY_NAMESPACE])
     enable_policies: bool = True
+    allow_system_packages: bool = False
     enable_data: bool = True
     listen: tuple[str, int] = ("127.0.0.1", 8182)
     opa_check_interval: float = 1.0
@@ -88,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--policy-namespace", action="append", default=[], metavar="NAMESPACE",
                    help=f"namespace of policy ConfigMaps (repeatable; default {DEFAULT_POLICY_NAMESPACE})")
     p.add_argument("--enable-policies", type=_bool, nargs="?", const=True, default=True, metavar="BOOL")
+    p.add_argument("--allow-system-packages", type=_bool, nargs="?", const=True, default=False, metavar="BOOL",
+                   help="load modules declaring package system.* (OPA's own authorization and log masking) "
+                        "from policy ConfigMaps; refused by default")
     p.add_argument("--enable-data", type=_bool, nargs="?", const=True, default=True, metavar="BOOL")
     p.add_argument("--listen", type=_listen, default=("127.0.0.1", 8182), metavar="HOST:PORT",
                    help="health, metrics and notifications")
@@ -134,6 +138,7 @@ def parse_args(argv: list[str] | None = None) -> SyncConfig:
         ignore_namespaces=frozenset(n.strip() for n in args.replicate_ignore_namespaces.split(",") if n.strip()),
         policy_namespaces=args.policy_namespace or [DEFAULT_POLICY_NAMESPACE],
         enable_policies=args.enable_policies,
+        allow_system_packages=args.allow_system_packages,
         enable_data=args.enable_data,
         listen=args.listen,
         opa_check_interval=args.opa_check_interval,

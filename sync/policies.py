@@ -14,6 +14,10 @@ informer handler for one namespace (:class:`PolicyHandler`):
   data did not change is not reloaded, so there is no reload loop;
 * modules that failed to compile are retried after every successful load and
   on a backoff timer (a module may depend on one that loads later);
+* a module declaring ``package system`` or ``package system.*`` is refused
+  unless allowed (``allow_system``): ``data.system`` configures OPA itself
+  (``system.authz`` decides who may call OPA's API), and write access to a
+  policy ConfigMap must not become control of OPA;
 * OPA being unavailable raises, so the informer backs off and relists.
 """
 
@@ -23,6 +27,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +40,8 @@ from common.kube_client import KubeApiError, kube_json
 from common.opa_client import OpaClient, OpaCompileError, OpaRequestError, OpaUnavailable
 from sync.signal import ChangeSignal
 
-__all__ = ["STATUS_ANNOTATION", "PolicyHandler", "data_hash", "module_ids", "normalize_errors", "status_value"]
+__all__ = ["STATUS_ANNOTATION", "PolicyHandler", "data_hash", "declared_package", "module_ids", "normalize_errors",
+           "reserved_package_error", "status_value"]
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +58,46 @@ def module_ids(namespace: str, name: str, data: dict[str, str] | None) -> dict[s
 def data_hash(data: dict[str, str] | None) -> str:
     """A digest of a ConfigMap's ``.data``: equal digests ⇒ nothing to reload."""
     return hashlib.sha256(json.dumps(data or {}, sort_keys=True).encode()).hexdigest()
+
+
+_PACKAGE_LINE = re.compile(r"package\s+(\S+)")
+_REF_PART = re.compile(r'\.?([A-Za-z_][A-Za-z0-9_]*)|\[\s*"((?:[^"\\]|\\.)*)"\s*\]')
+
+
+def declared_package(raw: str) -> tuple[list[str], int] | None:
+    """The package a Rego module declares (path without ``data``) and its line number;
+    None when the first statement is not a package (OPA reports that itself)."""
+    for lineno, line in enumerate(raw.splitlines(), start=1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        m = _PACKAGE_LINE.match(text)
+        if m is None:
+            return None
+        ref, parts, pos = m.group(1), [], 0
+        while pos < len(ref):
+            part = _REF_PART.match(ref, pos)
+            if part is None or part.end() == pos:
+                break
+            parts.append(part.group(1) if part.group(1) is not None else json.loads(f'"{part.group(2)}"'))
+            pos = part.end()
+        if parts and parts[0] == "data":
+            parts = parts[1:]
+        return parts, lineno
+    return None
+
+
+def reserved_package_error(module_id: str, raw: str) -> dict[str, Any] | None:
+    """An OPA-style error when ``raw`` declares ``package system`` or ``system.*``, else None."""
+    declared = declared_package(raw)
+    if declared is None or not declared[0] or declared[0][0] != "system":
+        return None
+    parts, row = declared
+    return {"code": "fedplace_reserved_package",
+            "message": f"package {'.'.join(parts)} is reserved: data.system configures OPA itself "
+                       "(system.authz decides who may call its API); not loaded from a policy ConfigMap "
+                       "(opa-kube-sync --allow-system-packages)",
+            "location": {"file": module_id, "row": row, "col": 1}}
 
 
 def normalize_errors(module_id: str, errors: list[Any]) -> list[dict[str, Any]]:
@@ -90,8 +136,9 @@ class PolicyHandler:
     """Keeps OPA's modules ``<namespace>/…`` equal to the ConfigMaps of one namespace."""
 
     def __init__(self, namespace: str, opa: OpaClient, api: client.ApiClient, signal: ChangeSignal,
-                 events: EventRecorder | None = None) -> None:
+                 events: EventRecorder | None = None, allow_system: bool = False) -> None:
         self.namespace = namespace
+        self.allow_system = allow_system
         self.opa = opa
         self.api = api
         self.signal = signal
@@ -176,6 +223,14 @@ class PolicyHandler:
         await self._write_status(state)
 
     async def _put(self, state: _ConfigMapState, mid: str, raw: str) -> bool:
+        reserved = None if self.allow_system else reserved_package_error(mid, raw)
+        if reserved is not None:
+            if mid not in state.errors:
+                LOAD_ERRORS.inc()
+                log.warning("policy module refused: reserved package", extra={"policy_id": mid,
+                                                                              "error": reserved["message"]})
+            state.errors[mid] = [reserved]
+            return False
         try:
             await self.opa.put_policy(mid, raw)
         except OpaCompileError as exc:

@@ -401,6 +401,33 @@ def loads() -> float:
     return REGISTRY.get_sample_value("fedplace_sync_policy_loads_total") or 0.0
 
 
+async def test_system_package_refused_others_loaded(world, opa, start_sync):
+    """A policy ConfigMap must not reconfigure OPA itself (data.system, e.g. system.authz)."""
+    api = world
+    await put_configmap(api, "p", {"a.rego": "package fedtest.a\n\nx := 1\n",
+                                   "authz.rego": "package system.authz\n\nallow := true\n"})
+    await start_sync("--policy-namespace", POLICY_NS)
+    await eventually(lambda: _status_is(api, "p", "error"), what="the system module refused")
+    status = await policy_status(api, "p")
+    assert [e["code"] for e in status["errors"]] == ["fedplace_reserved_package"]
+    assert status["errors"][0]["location"]["file"] == f"{POLICY_NS}/p/authz.rego"
+    _, body = await opa.request("GET", "/v1/policies")
+    assert [p["id"] for p in body["result"]] == [f"{POLICY_NS}/p/a.rego"]
+    assert await opa_data(opa, "fedtest", "a", "x") == 1
+
+    await put_configmap(api, "p", {"authz.rego": "package fedtest.authz\n\nallow := true\n"})
+    await eventually(lambda: _status_is(api, "p", "ok"), what="the fixed module loaded")
+
+
+async def test_system_package_loaded_when_allowed(world, opa, start_sync):
+    api = world
+    await put_configmap(api, "p", {"log.rego": "package system.log\n\nmask contains \"/input/password\"\n"})
+    await start_sync("--policy-namespace", POLICY_NS, "--allow-system-packages")
+    await eventually(lambda: _status_is(api, "p", "ok"), what="the system module loaded when allowed")
+    _, body = await opa.request("GET", "/v1/policies")
+    assert [p["id"] for p in body["result"]] == [f"{POLICY_NS}/p/log.rego"]
+
+
 async def test_status_write_does_not_reload(world, opa, start_sync):
     api = world
     before = loads()

@@ -12,7 +12,7 @@ import pytest
 
 from common.kube_client import Resource
 from sync.config import DEFAULT_POLICY_NAMESPACE, parse_args
-from sync.policies import data_hash, module_ids, normalize_errors, status_value
+from sync.policies import data_hash, declared_package, module_ids, normalize_errors, reserved_package_error, status_value
 from sync.replicate import LAST_APPLIED, layout, object_path, retryable, strip
 from sync.signal import ChangeSignal
 from common.opa_client import OpaRequestError, OpaUnavailable
@@ -156,3 +156,36 @@ def test_python_m_sync_exits_2_on_a_bad_flag():
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "--listen" in proc.stderr
+
+
+# -- reserved packages -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("raw,package,row", [
+    ("package system.authz\n", ["system", "authz"], 1),
+    ("# OPA's API\n\npackage system  # comment\n", ["system"], 3),
+    ('package data.system["authz"]\n', ["system", "authz"], 1),
+    ('package io.k8s["a-b"].c\n', ["io", "k8s", "a-b", "c"], 1),
+    ("package systemd.units\n", ["systemd", "units"], 1),
+])
+def test_declared_package(raw, package, row):
+    assert declared_package(raw) == (package, row)
+
+
+def test_declared_package_missing_is_left_to_opa():
+    assert declared_package("x := 1\npackage system\n") is None
+    assert declared_package("# only a comment\n") is None
+
+
+def test_reserved_package_error_only_for_system():
+    err = reserved_package_error("ns/cm/authz.rego", "# x\npackage system.authz\n\nallow := true\n")
+    assert err is not None and err["code"] == "fedplace_reserved_package"
+    assert "system.authz is reserved" in err["message"]
+    assert err["location"] == {"file": "ns/cm/authz.rego", "row": 2, "col": 1}
+    assert reserved_package_error("m", "package systemd.units\n") is None
+    assert reserved_package_error("m", "package io.k8s.federation.admission\n") is None
+
+
+def test_allow_system_packages_flag():
+    assert parse_args(["--opa-url", "http://o/v1"]).allow_system_packages is False
+    assert parse_args(["--opa-url", "http://o/v1", "--allow-system-packages"]).allow_system_packages is True
