@@ -1,22 +1,36 @@
 #!/usr/bin/env bash
 # Generate the bearer tokens OPA accepts (see deploy/base/opa/authz.rego) into
 # deploy/base/secrets/ (gitignored), from which kustomize generates the Secret
-# opa/opa-tokens. Existing tokens are kept unless --force is given.
+# opa/opa-tokens. Existing tokens are kept unless asked otherwise.
 #
-#   deploy/scripts/gen-tokens.sh [--force] [--out DIR]
+#   deploy/scripts/gen-tokens.sh [--out DIR] [--force | --stage | --promote | --retire]
 #
 # Each token is 32 random bytes, hex-encoded (64 characters; OPA's authz policy
 # refuses tokens shorter than 32 characters).
+#
+# Rotating the OPA tokens (sync-token, admission-token) without a 401 window,
+# applying (`kubectl apply -k …`) after each step and waiting for the rollout:
+#   --stage    new tokens into <name>-alt: OPA accepts them, clients still
+#              send the current ones;
+#   --promote  swap <name> and <name>-alt: clients send the new tokens, OPA
+#              accepts both, so every old/new pod pair still agrees;
+#   --retire   empty <name>-alt: OPA accepts only the new tokens.
+# --force replaces every token in one step (pods of different generations
+# refuse each other until the rollout ends). notifications-token has no
+# alternate: --force rotates it, and its callers must follow.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 out="$(cd "$here/.." && pwd)/base/secrets"
-force=0
+mode=keep
 while [ $# -gt 0 ]; do
   case "$1" in
-    --force) force=1 ;;
+    --force) mode=force ;;
+    --stage) mode=stage ;;
+    --promote) mode=promote ;;
+    --retire) mode=retire ;;
     --out) out="$2"; shift ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "gen-tokens.sh: unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
@@ -30,14 +44,40 @@ new_token() {
   fi
 }
 
+# printf without a newline: the Secret value is exactly the token.
+write() { printf '%s' "$2" > "$out/$1"; echo "wrote   $out/$1"; }
+
 umask 077
 mkdir -p "$out"
-for name in sync-token admission-token notifications-token; do
-  if [ -s "$out/$name" ] && [ "$force" -eq 0 ]; then
-    echo "kept    $out/$name"
-    continue
+for name in sync-token admission-token; do  # check everything before writing anything
+  alt="$out/$name-alt"
+  if [ "$mode" = stage ] && [ -s "$alt" ]; then
+    echo "gen-tokens.sh: $name-alt is not empty: a rotation is under way (--promote or --retire it first)" >&2
+    exit 1
   fi
-  # printf without a newline: the Secret value is exactly the token.
-  printf '%s' "$(new_token)" > "$out/$name"
-  echo "wrote   $out/$name"
+  if [ "$mode" = promote ] && { [ ! -s "$alt" ] || [ ! -s "$out/$name" ]; }; then
+    echo "gen-tokens.sh: $name-alt is empty: nothing staged (--stage first)" >&2
+    exit 1
+  fi
+done
+
+for name in sync-token admission-token notifications-token; do
+  if [ -s "$out/$name" ] && [ "$mode" != force ]; then
+    echo "kept    $out/$name"
+  else
+    write "$name" "$(new_token)"
+  fi
+done
+
+for name in sync-token admission-token; do
+  alt="$name-alt"
+  [ -e "$out/$alt" ] || write "$alt" ""  # no rotation under way: matches nothing
+  case "$mode" in
+    stage) write "$alt" "$(new_token)" ;;
+    promote)
+      current="$(cat "$out/$name")"
+      write "$name" "$(cat "$out/$alt")"
+      write "$alt" "$current" ;;
+    retire|force) write "$alt" "" ;;
+  esac
 done

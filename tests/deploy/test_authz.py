@@ -5,11 +5,12 @@ extension — what OPA evaluates for every API request under
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.deploy.conftest import DEPLOY, container, expand_env, flag
+from tests.deploy.conftest import DEPLOY, SCRIPTS, container, expand_env, flag, run
 
 regorus = pytest.importorskip("regorus", reason="the devstack's Rego interpreter (test extra) is needed")
 
@@ -127,3 +128,59 @@ def test_authz_constants_match_the_components_flags(rendered):
     # OPA gets both tokens from the environment variables the policy reads.
     opa_env = {e["name"] for e in container(w, "opa")["env"]}
     assert {"FEDPLACE_SYNC_TOKEN", "FEDPLACE_ADMISSION_TOKEN"} <= opa_env
+
+
+# -- token rotation ----------------------------------------------------------------
+
+
+def test_alternate_tokens_accepted_and_empty_alternates_match_nothing():
+    env = {**ENV, "FEDPLACE_SYNC_TOKEN_ALT": "n" * 64, "FEDPLACE_ADMISSION_TOKEN_ALT": "m" * 64}
+    assert allowed("GET", ["v1", "policies"], "n" * 64, env)
+    assert allowed("GET", ["v1", "policies"], SYNC, env)
+    assert allowed("POST", DECISION, "m" * 64, env)
+    assert not allowed("GET", ["v1", "policies"], "m" * 64, env)  # an alternate has its client's rights only
+    env = {**ENV, "FEDPLACE_SYNC_TOKEN_ALT": "", "FEDPLACE_ADMISSION_TOKEN_ALT": ""}
+    assert not allowed("POST", DECISION, "", env)
+    assert not allowed("GET", ["v1", "policies"], "", env)
+
+
+def _phase(out: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """(OPA's environment, the clients' tokens) as the Secret holds them now."""
+    secret = {p.name: p.read_text() for p in out.iterdir()}
+    env = {"FEDPLACE_SYNC_TOKEN": secret["sync-token"], "FEDPLACE_SYNC_TOKEN_ALT": secret["sync-token-alt"],
+           "FEDPLACE_ADMISSION_TOKEN": secret["admission-token"],
+           "FEDPLACE_ADMISSION_TOKEN_ALT": secret["admission-token-alt"]}
+    return env, {"sync": secret["sync-token"], "admission": secret["admission-token"]}
+
+
+def test_rotation_never_makes_two_pod_generations_refuse_each_other(tmp_path: Path):
+    """Each step of gen-tokens.sh rolls the pods; during a rollout OPA pods and
+    clients of the step before and the step after coexist: every pair must agree."""
+    out = tmp_path / "secrets"
+    script = ["bash", str(SCRIPTS / "gen-tokens.sh"), "--out", str(out)]
+    run(script)
+    phases = [_phase(out)]
+    for step in ("--stage", "--promote", "--retire"):
+        run([*script, step])
+        phases.append(_phase(out))
+    for before, after in zip(phases, phases[1:]):
+        for opa_env, _ in (before, after):
+            for _, clients in (before, after):
+                assert allowed("GET", ["v1", "policies"], clients["sync"], opa_env)
+                assert allowed("POST", DECISION, clients["admission"], opa_env)
+    first_env, first_clients = phases[0]
+    last_env, last_clients = phases[-1]
+    assert last_clients["sync"] != first_clients["sync"]
+    assert not allowed("GET", ["v1", "policies"], first_clients["sync"], last_env)  # the old token retired
+    assert not allowed("POST", DECISION, first_clients["admission"], last_env)
+
+
+def test_one_step_rotation_has_a_window(tmp_path: Path):
+    """--force swaps tokens at once: a new client and an old OPA pod refuse each other."""
+    out = tmp_path / "secrets"
+    script = ["bash", str(SCRIPTS / "gen-tokens.sh"), "--out", str(out)]
+    run(script)
+    old_env, _ = _phase(out)
+    run([*script, "--force"])
+    _, new_clients = _phase(out)
+    assert not allowed("POST", DECISION, new_clients["admission"], old_env)

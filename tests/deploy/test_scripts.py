@@ -166,16 +166,33 @@ def test_gen_certs_other_namespace_and_secret_manifests(tmp_path: Path):
 def test_gen_tokens(tmp_path: Path):
     out = tmp_path / "secrets"
     run(["bash", str(SCRIPTS / "gen-tokens.sh"), "--out", str(out)])
-    tokens = {p.name: p.read_text() for p in out.iterdir()}
-    assert set(tokens) == {"sync-token", "admission-token", "notifications-token"}
-    for name, value in tokens.items():
+    files = {p.name: p.read_text() for p in out.iterdir()}
+    assert set(files) == {"sync-token", "admission-token", "notifications-token",
+                          "sync-token-alt", "admission-token-alt"}
+    assert files.pop("sync-token-alt") == files.pop("admission-token-alt") == ""  # no rotation under way
+    for name, value in files.items():
         assert re.fullmatch(r"[0-9a-f]{64}", value), f"{name}: 64 hex characters, no newline"
-        assert stat.S_IMODE((out / name).stat().st_mode) & 0o077 == 0
-    assert len(set(tokens.values())) == 3
+    assert all(stat.S_IMODE(p.stat().st_mode) & 0o077 == 0 for p in out.iterdir())
+    assert len(set(files.values())) == 3
     run(["bash", str(SCRIPTS / "gen-tokens.sh"), "--out", str(out)])
-    assert {p.name: p.read_text() for p in out.iterdir()} == tokens
+    assert {p.name: p.read_text() for p in out.iterdir() if p.name in files} == files
     run(["bash", str(SCRIPTS / "gen-tokens.sh"), "--out", str(out), "--force"])
-    assert all(tokens[p.name] != p.read_text() for p in out.iterdir())
+    assert all(files[p.name] != p.read_text() for p in out.iterdir() if p.name in files)
+
+
+def test_gen_tokens_rotation_steps_refuse_out_of_order(tmp_path: Path):
+    out = tmp_path / "secrets"
+    script = ["bash", str(SCRIPTS / "gen-tokens.sh"), "--out", str(out)]
+    run(script)
+    before = {p.name: p.read_text() for p in out.iterdir()}
+    proc = run([*script, "--promote"], check=False)
+    assert proc.returncode == 1 and "nothing staged" in proc.stderr
+    assert {p.name: p.read_text() for p in out.iterdir()} == before  # nothing written
+    run([*script, "--stage"])
+    staged = {p.name: p.read_text() for p in out.iterdir()}
+    proc = run([*script, "--stage"], check=False)
+    assert proc.returncode == 1 and "rotation is under way" in proc.stderr
+    assert {p.name: p.read_text() for p in out.iterdir()} == staged
 
 
 def test_rendered_secrets_come_only_from_generated_files(rendered: dict[str, Rendered], workspace: Path):

@@ -6,9 +6,11 @@
 # The Deployment fills FEDPLACE_SYNC_TOKEN and FEDPLACE_ADMISSION_TOKEN from the
 # Secret opa-tokens (secretKeyRef), and the clients read the same Secret keys
 # as files. So this policy holds no secret, is committed as it is, and the
-# tokens exist in one place only. Rotating a token = rewriting the Secret and
-# restarting the OPA pods (`kubectl -n opa rollout restart deploy/opa`); the
-# sidecar re-pushes everything after the restart.
+# tokens exist in one place only. During a rotation the *_ALT variables
+# (Secret keys <name>-alt, empty otherwise) carry the client's next or previous
+# token, accepted as well, so pods of two generations never refuse each other
+# (deploy/scripts/gen-tokens.sh --stage / --promote / --retire). A changed
+# Secret rolls the OPA pods; the sidecar re-pushes everything after a restart.
 #
 # Tokens shorter than min_token_length never match, so an empty or
 # placeholder value locks OPA instead of opening it.
@@ -40,9 +42,12 @@ token(name) := t if {
 	count(t) >= min_token_length
 }
 
-sync if input.identity == token("FEDPLACE_SYNC_TOKEN")
+# A client's token, and its alternate while a rotation is under way.
+tokens(name) := {t | some n in [name, concat("", [name, "_ALT"])]; t := token(n)}
 
-admission if input.identity == token("FEDPLACE_ADMISSION_TOKEN")
+sync if input.identity in tokens("FEDPLACE_SYNC_TOKEN")
+
+admission if input.identity in tokens("FEDPLACE_ADMISSION_TOKEN")
 
 # Probes and Prometheus have no token: anyone may ask whether OPA is up and
 # read its metrics (request counts and timings, nothing from the data). OPA
