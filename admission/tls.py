@@ -1,22 +1,19 @@
-"""The webhook's serving TLS context, reloaded in place when the files change.
+"""The webhook's serving TLS context, following its files as they are rotated.
 
 Certificates are rotated by rewriting the mounted files (cert-manager, a
-Secret volume). :class:`ReloadingTLS` keeps one :class:`ssl.SSLContext` —
-the one the server listens with — and calls ``load_cert_chain`` on it again
-when the certificate's or key's mtime/size changed. It checks on every new
-connection (through the SNI callback, throttled to one ``stat`` per
-``min_check_interval``; the new chain is served from the next connection on)
-and periodically (:meth:`run`).
-
-Loading into a live context is not atomic in OpenSSL: a certificate whose key
-does not match (a half-written pair during rotation) would leave the context
-with the new certificate and the old key, and every handshake would fail. So
-the files are read once into a private snapshot, proven to load in a scratch
-context, and only then loaded into the live one; a bad pair keeps the old
-chain and is retried at the next check.
+Secret volume). :class:`ReloadingTLS` listens with one :class:`ssl.SSLContext`
+(``context``) whose SNI callback — called for every ClientHello, with or
+without SNI — hands each new connection the newest context (``current``). When
+the certificate's, key's or client CA's mtime/size changed, a fresh context is
+built from a snapshot of the files; only if it builds (a certificate whose key
+does not match, a half-written pair during rotation, raises) does it become
+``current``, otherwise the old one keeps serving and the files are tried again
+at the next check. Checks run on new connections (throttled to one ``stat``
+per ``min_check_interval``) and periodically (:meth:`run`).
 
 With ``client_ca_file`` the server requires a client certificate signed by
-that CA (the API server's), and verifies it.
+that CA (the API server's), and verifies it. A rotated CA replaces the old
+one: certificates signed only by the old CA are refused from then on.
 """
 
 from __future__ import annotations
@@ -47,7 +44,7 @@ def _stamp(*paths: str | None) -> tuple[tuple[float, int], ...]:
 
 
 class ReloadingTLS:
-    """A server-side SSLContext whose certificate chain follows its files."""
+    """A server-side SSLContext whose certificate chain and client CA follow their files."""
 
     def __init__(self, cert_file: str, key_file: str, client_ca_file: str | None = None,
                  reload_interval: float = 10.0, min_check_interval: float = 1.0) -> None:
@@ -57,58 +54,45 @@ class ReloadingTLS:
         self.reload_interval = reload_interval
         self.min_check_interval = min(min_check_interval, reload_interval)
         self.reloads = 0
-        self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        self.context.minimum_version = ssl.TLSVersion.TLSv1_2
-        self.context.load_cert_chain(cert_file, key_file)  # errors here are fatal at startup
-        self._stamp = _stamp(cert_file, key_file)
-        self._ca_stamp = _stamp(client_ca_file)
+        self._stamp = _stamp(cert_file, key_file, client_ca_file)
+        self.context = self._build()  # errors here are fatal at startup
+        self.current = self.context
         self._failed_stamp: tuple[tuple[float, int], ...] | None = None
-        if client_ca_file:
-            self.context.load_verify_locations(cafile=client_ca_file)
-            self.context.verify_mode = ssl.CERT_REQUIRED
         self._last_check = time.monotonic()
         self.context.sni_callback = self._on_hello
 
     def _on_hello(self, sslobj: ssl.SSLObject, server_name: str | None, ctx: ssl.SSLContext) -> None:
-        now = time.monotonic()
-        if now - self._last_check >= self.min_check_interval:
+        if time.monotonic() - self._last_check >= self.min_check_interval:
             self.maybe_reload()
+        if self.current is not self.context:
+            sslobj.context = self.current
         return None
 
     def maybe_reload(self) -> bool:
-        """Reload the chain (and client CA) if their files changed; True if reloaded."""
+        """Build a new context if the files changed; True if it replaced the current one."""
         self._last_check = time.monotonic()
-        reloaded = False
-        stamp = _stamp(self.cert_file, self.key_file)
-        if stamp != self._stamp:
-            try:
-                self._load_verified_chain()
-            except (OSError, ssl.SSLError) as exc:
-                if stamp != self._failed_stamp:  # once per version of the files
-                    log.warning("serving certificate changed but could not be loaded; keeping the old one",
-                                extra={"cert_file": self.cert_file, "error": str(exc)})
-                self._failed_stamp = stamp
-            else:
-                self._stamp = stamp
-                self.reloads += 1
-                reloaded = True
-                log.info("serving certificate reloaded", extra={"cert_file": self.cert_file})
-        if self.client_ca_file:
-            ca_stamp = _stamp(self.client_ca_file)
-            if ca_stamp != self._ca_stamp:
-                try:
-                    self.context.load_verify_locations(cafile=self.client_ca_file)
-                except (OSError, ssl.SSLError) as exc:
-                    log.warning("client CA changed but could not be loaded",
-                                extra={"client_ca_file": self.client_ca_file, "error": str(exc)})
-                else:
-                    self._ca_stamp = ca_stamp
-                    log.info("client CA reloaded (added to the trusted set)",
-                             extra={"client_ca_file": self.client_ca_file})
-        return reloaded
+        stamp = _stamp(self.cert_file, self.key_file, self.client_ca_file)
+        if stamp == self._stamp:
+            return False
+        try:
+            fresh = self._build()
+        except (OSError, ssl.SSLError) as exc:
+            if stamp != self._failed_stamp:  # once per version of the files
+                log.warning("TLS files changed but could not be loaded; keeping the old ones",
+                            extra={"cert_file": self.cert_file, "client_ca_file": self.client_ca_file,
+                                   "error": str(exc)})
+            self._failed_stamp = stamp
+            return False
+        self.current = fresh
+        self._stamp = stamp
+        self.reloads += 1
+        log.info("TLS files reloaded", extra={"cert_file": self.cert_file, "client_ca_file": self.client_ca_file})
+        return True
 
-    def _load_verified_chain(self) -> None:
-        """Snapshot cert and key, check them in a scratch context, then load them live."""
+    def _build(self) -> ssl.SSLContext:
+        """A context from one snapshot of the files; raises if the key does not match."""
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         with open(self.cert_file, "rb") as fh:
             cert = fh.read()
         with open(self.key_file, "rb") as fh:
@@ -120,8 +104,12 @@ class ReloadingTLS:
                 fh.write(key)
             with open(cert_path, "wb") as fh:
                 fh.write(cert)
-            ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert_path, key_path)  # raises if mismatched
-            self.context.load_cert_chain(cert_path, key_path)
+            ctx.load_cert_chain(cert_path, key_path)
+        if self.client_ca_file:
+            with open(self.client_ca_file, encoding="ascii", errors="replace") as fh:
+                ctx.load_verify_locations(cadata=fh.read())
+            ctx.verify_mode = ssl.CERT_REQUIRED
+        return ctx
 
     async def run(self) -> None:
         """Check the files every ``reload_interval`` seconds until cancelled."""

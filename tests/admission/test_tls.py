@@ -111,3 +111,38 @@ async def test_client_certificate_required_and_verified(tls_files: tuple[Path, P
                 assert resp.status == 200 and await resp.text() == "hi"
     finally:
         await runner.cleanup()
+
+
+async def test_rotated_client_ca_replaces_the_old_one(tls_files: tuple[Path, Path], ca: trustme.CA,
+                                                      tmp_path: Path) -> None:
+    crt, key = tls_files
+    old_ca, new_ca = trustme.CA(), trustme.CA()
+    client_ca_file = tmp_path / "client-ca.crt"
+    old_ca.cert_pem.write_to_path(str(client_ca_file))
+    tls = ReloadingTLS(str(crt), str(key), str(client_ca_file), reload_interval=0.05, min_check_interval=0.05)
+    runner, port = await _serve(tls.context)
+    url = f"https://127.0.0.1:{port}/"
+
+    def client(signer: trustme.CA) -> ssl.SSLContext:
+        ctx = ssl.create_default_context()
+        ca.configure_trust(ctx)
+        signer.issue_cert("apiserver").configure_cert(ctx)
+        return ctx
+
+    async def accepted(session: aiohttp.ClientSession, signer: trustme.CA) -> bool:
+        try:
+            async with session.get(url, ssl=client(signer)) as resp:
+                return resp.status == 200
+        except aiohttp.ClientError:
+            return False
+
+    try:
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as session:
+            assert await accepted(session, old_ca) and not await accepted(session, new_ca)
+            new_ca.cert_pem.write_to_path(str(client_ca_file))
+            await asyncio.sleep(0.1)  # past min_check_interval: the next hello reloads
+            assert await accepted(session, new_ca)
+            assert not await accepted(session, old_ca), "the old CA is still trusted after rotation"
+            assert tls.reloads == 1
+    finally:
+        await runner.cleanup()
