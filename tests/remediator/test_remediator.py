@@ -16,6 +16,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
+from prometheus_client import REGISTRY
 
 from common.events import EventRecorder
 from common.kube_client import Resource, kube_json
@@ -81,12 +82,17 @@ async def world(kube, kube_api, opa):
 
 def make(api, opa, mode: str = "enforce", **kw: Any) -> tuple[Remediator, ApiObjectSource, OpaClient]:
     events = kw.pop("events", None)
+    ready = kw.pop("ready", lambda: True)
     kw.setdefault("max_fraction", 1.0)  # three objects: the guard has its own test
     settings = RemediatorSettings(mode=mode, resources=[RS], leader_election=kw.pop("leader_election", False),
                                   debounce=0.0, **kw)
     client = OpaClient(OpaSettings(url=opa.url, token=opa.token))
     source = ApiObjectSource(api, [RS])
-    return Remediator(settings, api, client, source, ready=lambda: True, events=events), source, client
+    return Remediator(settings, api, client, source, ready=ready, events=events), source, client
+
+
+def metric(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
 
 
 def prefs(annotations: dict[str, str]) -> set[str]:
@@ -145,6 +151,41 @@ async def test_own_patches_remembered_until_the_cache_moves_on(world, opa):
         await client.close()
 
 
+async def test_no_pass_before_ready_then_periodic_passes(world, opa):
+    """Nothing runs while the sync is not ready; once ready, the first pass runs,
+    and the periodic pass catches a change nobody signalled."""
+    api = world
+    ready = False
+    rem, source, client = make(api, opa, ready=lambda: ready, interval=0.3)
+    passes = metric("fedplace_remediation_passes_total", outcome="ok")
+    task = asyncio.create_task(rem.run())
+    try:
+        await source.load()
+        await asyncio.sleep(0.6)  # two intervals: no pass may run yet
+        assert rem.passes == 0 and PREFS not in await annotations_of(api, "pci2")
+        ready = True
+        for _ in range(100):
+            if rem.passes >= 1:
+                break
+            await asyncio.sleep(0.05)
+        assert prefs(await annotations_of(api, "pci1")) == {"eu-a", "eu-b"}
+        assert metric("fedplace_remediation_passes_total", outcome="ok") - passes >= 1
+
+        downgraded = json.loads(json.dumps(CLUSTERS))
+        downgraded["eu-b"]["metadata"]["labels"]["pci-compliance-level"] = "0"
+        await mirror(api, opa, downgraded)  # no trigger: only the periodic pass can see it
+        await source.load()
+        for _ in range(100):
+            if prefs(await annotations_of(api, "pci1")) == {"eu-a"}:
+                break
+            await asyncio.sleep(0.05)
+        assert prefs(await annotations_of(api, "pci1")) == {"eu-a"}
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await client.close()
+
+
 async def test_dry_run_patches_nothing_and_records_events(world, opa):
     api = world
     events = EventRecorder(api, "test-remediator")
@@ -168,10 +209,12 @@ async def test_dry_run_patches_nothing_and_records_events(world, opa):
 async def test_guard_trips_and_patches_nothing(world, opa):
     api = world
     rem, source, client = make(api, opa, max_fraction=0.5)  # 2 of 3 objects would change
+    trips = metric("fedplace_remediation_guard_trips_total")
     try:
         await source.load()
         result = await rem.run_pass()
         assert result.guard_tripped and result.patched == 0
+        assert metric("fedplace_remediation_guard_trips_total") - trips == 1
         assert PREFS not in await annotations_of(api, "pci2")
         assert PREFS not in await annotations_of(api, "pci1")
     finally:
@@ -186,8 +229,10 @@ async def test_conflict_on_patch_is_retried(world, opa, kube):
         await source.load()
         await kube.set_faults({"fail": {"path": RS.object_path("pci2", NS), "method": "PATCH",
                                         "status": 409, "count": 2}})
+        conflicts = metric("fedplace_remediation_conflicts_total")
         result = await rem.run_pass()
         assert result.patched == 2 and result.failed == 0
+        assert metric("fedplace_remediation_conflicts_total") - conflicts == 2
         assert prefs(await annotations_of(api, "pci2")) == {"eu-a"}
     finally:
         await client.close()
@@ -199,8 +244,10 @@ async def test_object_deleted_during_pass_is_skipped(world, opa):
     try:
         await source.load()  # the remediator still believes pci1 exists…
         await kube_json(api, "DELETE", RS.object_path("pci1", NS))  # …but it is gone
+        deleted = metric("fedplace_remediation_skipped_total", reason="deleted")
         result = await rem.run_pass()
         assert result.patched == 1 and result.skipped_missing == 1 and result.failed == 0
+        assert metric("fedplace_remediation_skipped_total", reason="deleted") - deleted == 1
         doc = await kube_json(api, "GET", RS.collection_path(NS))
         assert sorted(i["metadata"]["name"] for i in doc["items"]) == ["free", "pci2"]
     finally:

@@ -482,29 +482,75 @@ async def test_dependent_module_is_retried_until_ok(world, opa, start_sync):
 # -- remediation wiring ------------------------------------------------------------------------
 
 
-async def test_remediation_enforced_through_the_sync(world, opa, start_sync):
+def owner_policy(owner: str, kind: str = "ReplicaSet") -> str:
+    return f'package io.k8s.federation.admission\n\nannotations["fedplace.io/owner"] := "{owner}" if input.kind == "{kind}"\n'
+
+
+def metric(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+async def test_remediation_enforced_through_the_sync_and_after_a_policy_edit(world, opa, start_sync):
     api = world
-    policy = 'package io.k8s.federation.admission\n\nannotations["fedplace.io/owner"] := "platform" if input.kind == "ReplicaSet"\n'
-    await put_configmap(api, "p", {"admission.rego": policy,
+    await put_configmap(api, "p", {"admission.rego": owner_policy("platform"),
                                    "remediation.rego": (ROOT / "policies/lib/remediation.rego").read_text()})
     await start_sync("--policy-namespace", POLICY_NS, "--remediate", "enforce", "--remediate-debounce", "0.05",
                      "--remediate-max-fraction", "1", "--leader-election", "false")
 
-    async def all_owned() -> bool:
-        doc = await kube_json(api, "GET", RS.collection_path(NS))
-        return all((i["metadata"].get("annotations") or {}).get("fedplace.io/owner") == "platform"
+    def all_owned_by(owner: str) -> Callable[[], Awaitable[bool]]:
+        async def check() -> bool:
+            doc = await kube_json(api, "GET", RS.collection_path(NS))
+            return all((i["metadata"].get("annotations") or {}).get("fedplace.io/owner") == owner
+                       for i in doc["items"])
+        return check
+
+    await eventually(all_owned_by("platform"), 15, "every ReplicaSet annotated by the remediator")
+    await assert_in_sync(api, opa, RS, policies=True)
+
+    patches = metric("fedplace_remediation_patches_total", mode="enforce")
+    await put_configmap(api, "p", {"admission.rego": owner_policy("platform-v2")})
+    await eventually(all_owned_by("platform-v2"), 15, "the policy edit remediated")
+    assert metric("fedplace_remediation_patches_total", mode="enforce") - patches == 3
+
+    async def events_recorded() -> bool:
+        evs = await kube_json(api, "GET", f"/api/v1/namespaces/{NS}/events")
+        return {e["involvedObject"]["name"] for e in evs["items"] if e["reason"] == "PlacementRemediated"
+                and "fedplace.io/owner: 'platform' -> 'platform-v2'" in e["message"]} == {"rs0", "rs1", "rs2"}
+
+    await eventually(events_recorded, 10, "a PlacementRemediated Event (old -> new) on every ReplicaSet")
+
+
+async def test_cluster_scoped_custom_resource_remediated(kube, kube_api, opa, start_sync):
+    """A cluster-scoped custom resource: remediated through a merge patch (the only
+    patch type custom resources accept besides JSON patch)."""
+    api = kube_api
+    await create_ns(api, POLICY_NS)
+    await kube_json(api, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=CLUSTER_CRD)
+    await eventually(lambda: _ok(kube_json(api, "GET", CLUSTERS.collection_path())), what="CRD served")
+    for name in ("eu-1", "us-1"):
+        await kube_json(api, "POST", CLUSTERS.collection_path(), body={
+            "apiVersion": "federation.fedplace.io/v1beta1", "kind": "Cluster",
+            "metadata": {"name": name, "annotations": {"keep": "me"}}, "status": {"region": "europe-west1"}})
+    await put_configmap(api, "p", {"admission.rego": owner_policy("fleet", kind="Cluster"),
+                                   "remediation.rego": (ROOT / "policies/lib/remediation.rego").read_text()})
+    await start_sync("--policy-namespace", POLICY_NS, "--replicate-cluster", "federation.fedplace.io/v1beta1/clusters",
+                     "--remediate", "enforce", "--remediate-debounce", "0.05", "--remediate-max-fraction", "1",
+                     "--remediate-resource-cluster", "federation.fedplace.io/v1beta1/clusters",
+                     "--leader-election", "false")
+
+    async def annotated() -> bool:
+        doc = await kube_json(api, "GET", CLUSTERS.collection_path())
+        return all(i["metadata"].get("annotations") == {"keep": "me", "fedplace.io/owner": "fleet"}
                    for i in doc["items"])
 
-    await eventually(all_owned, 15, "every ReplicaSet annotated by the remediator")
-    await assert_in_sync(api, opa, RS, policies=True)
+    await eventually(annotated, 15, "both clusters annotated, their other annotations kept")
 
 
 async def test_echo_of_own_patches_triggers_no_pass_but_a_foreign_edit_does(world, opa, start_sync):
     """The watch echoes every remediation patch back; replicating those echoes must
     not start another (idle) pass, while anybody else's change still must."""
     api = world
-    policy = 'package io.k8s.federation.admission\n\nannotations["fedplace.io/owner"] := "platform" if input.kind == "ReplicaSet"\n'
-    await put_configmap(api, "p", {"admission.rego": policy,
+    await put_configmap(api, "p", {"admission.rego": owner_policy("platform"),
                                    "remediation.rego": (ROOT / "policies/lib/remediation.rego").read_text()})
     svc = await start_sync("--policy-namespace", POLICY_NS, "--remediate", "enforce", "--remediate-debounce", "0.05",
                            "--remediate-max-fraction", "1", "--leader-election", "false")
