@@ -45,7 +45,9 @@ __all__ = ["ApiObjectSource", "ObjectSource", "PassResult", "Remediator"]
 
 log = logging.getLogger(__name__)
 
-PASSES = Counter("fedplace_remediation_passes_total", "Remediation passes, by outcome", ["outcome"])
+PASSES = Counter("fedplace_remediation_passes_total",
+                 "Remediation passes, by outcome and scope (full, or targeted at changed objects)",
+                 ["outcome", "scope"])
 PATCHES = Counter("fedplace_remediation_patches_total", "Objects patched (or, in dry-run, that would be)", ["mode"])
 SKIPPED = Counter("fedplace_remediation_skipped_total", "Objects skipped, by reason", ["reason"])
 CONFLICTS = Counter("fedplace_remediation_conflicts_total", "Patches retried after a 409 Conflict")
@@ -159,19 +161,37 @@ class Remediator:
         self.passes = 0
         # Our own PATCHes, until the watch echoes them back (see _live and is_echo).
         self._patched: dict[tuple[str, str, str], _OwnPatch] = {}
+        # What the next pass covers: everything, or only these objects.
+        self._full = True
+        self._targets: set[tuple[str, str, str]] = set()
 
     # -- triggers ------------------------------------------------------------
 
     def trigger(self, reason: str = "change") -> None:
-        """Ask for a pass soon (debounced). Never blocks."""
+        """Ask for a full pass soon (debounced). Never blocks."""
         log.debug("remediation triggered", extra={"reason": reason})
+        self._full = True
         self._trigger.set()
+
+    def on_replicated(self, resource: str, objects: list[dict[str, Any]] | None) -> None:
+        """Replicated data reached OPA: ``objects`` of ``resource`` written, or (None) the
+        whole collection. A change to other data may change any decision: full pass.
+        A change to remediated objects re-evaluates those objects only (a targeted
+        pass), except the echoes of our own patches, which change nothing we have not
+        planned for. Never blocks."""
+        if resource not in self.resources or objects is None:
+            self.trigger(f"data:{resource}")
+            return
+        keys = {_key(resource, o) for o in objects if not self.is_echo(resource, o)}
+        if keys:
+            self._targets |= keys
+            self._trigger.set()
 
     def is_echo(self, resource: str, obj: Mapping[str, Any]) -> bool:
         """Whether ``obj`` is exactly the state one of our own PATCHes produced (same
         resourceVersion). Each echo is recognised once; anything else is a change."""
         meta = obj.get("metadata") or {}
-        key = (resource, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        key = _key(resource, obj)
         own = self._patched.get(key)
         if own is None or not own.after_rv or own.after_rv != meta.get("resourceVersion"):
             return False
@@ -192,7 +212,7 @@ class Remediator:
                 try:
                     await asyncio.wait_for(self._trigger.wait(), timeout=self.settings.interval)
                 except asyncio.TimeoutError:
-                    pass
+                    self._full = True  # the interval elapsed: the periodic full pass
                 if self.settings.debounce > 0:
                     await asyncio.sleep(self.settings.debounce)
                 self._trigger.clear()
@@ -201,21 +221,30 @@ class Remediator:
                     self._trigger.set()
                     continue
                 if not self.is_leader() and self.leader is not None:
-                    # Keep the request; run it once this replica leads.
+                    # Keep the request, as a full pass (bounded memory), and run it
+                    # once this replica leads.
+                    self._full, self._targets = True, set()
                     self._trigger.set()
                     self.leader.changed.clear()
                     await self.leader.changed.wait()
                     continue
+                full, targets = self._full, self._targets
+                self._full, self._targets = False, set()
+                if not full and not targets:
+                    continue
+                scope = "full" if full else "targeted"
                 try:
-                    await self.run_pass()
+                    await self.run_pass(None if full else sorted(targets))
                 except asyncio.CancelledError:
                     raise
                 except OpaError as exc:
-                    PASSES.labels("opa_error").inc()
+                    PASSES.labels("opa_error", scope).inc()
                     log.warning("remediation pass failed: OPA", extra={"error": str(exc)})
+                    self._full, self._targets = self._full or full, self._targets | targets
                 except Exception:  # noqa: BLE001 - keep the loop alive
-                    PASSES.labels("error").inc()
+                    PASSES.labels("error", scope).inc()
                     log.exception("remediation pass failed")
+                    self._full, self._targets = self._full or full, self._targets | targets
         finally:
             for t in tasks:
                 t.cancel()
@@ -225,31 +254,39 @@ class Remediator:
 
     # -- a pass ----------------------------------------------------------------
 
-    async def query_notifications(self) -> list[Notification]:
-        """One OPA query: every object's desired annotations (and errors)."""
-        doc = await self.opa.query(self.settings.query_path, {
+    async def query_notifications(self, objects: list[tuple[str, str, str]] | None = None) -> list[Notification]:
+        """One OPA query: every object's desired annotations (and errors), or only
+        those of ``objects`` ((resource, namespace, name); a targeted pass)."""
+        query: dict[str, Any] = {
             "root": self.settings.root,
             "resources": [{"plural": r.plural, "namespaced": r.namespaced} for r in self.settings.resources],
-        })
+        }
+        if objects is not None:
+            query["objects"] = [{"resource": r, "namespace": ns, "name": n} for r, ns, n in objects]
+        doc = await self.opa.query(self.settings.query_path, query)
         if doc is None:
             return []
         return parse_notifications(doc)
 
-    async def run_pass(self) -> PassResult:
-        """Plan against OPA's notifications and apply; returns what happened."""
+    async def run_pass(self, objects: list[tuple[str, str, str]] | None = None) -> PassResult:
+        """Plan against OPA's notifications — for every object, or only ``objects``
+        ((resource, namespace, name)) — and apply; returns what happened."""
         async with self._pass_lock:
             start = time.monotonic()
+            scope = "full" if objects is None else "targeted"
             self._patched = {k: v for k, v in self._patched.items() if start - v.stamp <= MEMO_SECONDS}
-            notifications = [n for n in await self.query_notifications() if n.resource in self.resources]
+            notifications = [n for n in await self.query_notifications(objects) if n.resource in self.resources]
             queried = time.monotonic()
             total = sum(self.objects.count(p) for p in self.resources)
             plan = plan_pass(notifications, self._live, total, self.settings.max_fraction)
             result = await self._apply(plan)
             PASS_SECONDS.observe(time.monotonic() - start)
-            PASSES.labels("guard" if result.guard_tripped else "ok").inc()
+            PASSES.labels("guard" if result.guard_tripped else "ok", scope).inc()
             self.passes += 1
             self.last_result = result
-            log.info("remediation pass", extra={"patched": result.patched, "planned": result.planned,
+            log.info("remediation pass", extra={"scope": scope,
+                                                "objects": "all" if objects is None else len(objects),
+                                                "patched": result.patched, "planned": result.planned,
                                                 "in_sync": result.in_sync, "missing": result.skipped_missing,
                                                 "failed": result.failed, "guard": result.guard_tripped,
                                                 "dry_run": result.dry_run,
@@ -419,6 +456,11 @@ class Remediator:
         return web.json_response({"patched": result.patched, "in_sync": result.in_sync,
                                   "missing": result.skipped_missing, "failed": result.failed,
                                   "dry_run": result.dry_run})
+
+
+def _key(resource: str, obj: Mapping[str, Any]) -> tuple[str, str, str]:
+    meta = obj.get("metadata") or {}
+    return resource, str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
 def _describe(a: PatchAction) -> str:

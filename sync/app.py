@@ -99,7 +99,7 @@ class SyncApp:
         if s.enable_data:
             for res in s.resources:
                 rep = ReplicationHandler(res, self.opa, s.replicate_path, self.signal, s.ignore_namespaces,
-                                         on_opa_error=self.detector.poke, is_echo=self._is_echo)
+                                         on_opa_error=self.detector.poke, on_written=self._on_written)
                 rep.informer = Informer(self.api, res, rep)
                 self.replicators[res.plural] = rep
                 self.informers.append(rep.informer)
@@ -178,18 +178,18 @@ class SyncApp:
                 await asyncio.sleep(delay)
                 delay = min(1.0, delay * 2)
 
-    def _is_echo(self, plural: str, obj: dict[str, Any]) -> bool:
-        return self.remediator is not None and self.remediator.is_echo(plural, obj)
+    def _on_written(self, plural: str, objects: list[dict[str, Any]] | None) -> None:
+        if self.remediator is not None:
+            self.remediator.on_replicated(plural, objects)
 
     async def _forward_changes(self, remediator: Remediator) -> None:
-        """Turn change-signal notifications into remediator triggers (echoes of its own
-        patches excepted: a pass for them would find nothing to do)."""
+        """Turn policy loads into full remediation passes (replicated data reaches the
+        remediator object by object, through :meth:`_on_written`)."""
         seen = self.signal.generation
         while True:
             generation = await self.signal.wait(seen)
-            for kind in self.signal.kinds_since(seen):
-                if not kind.startswith("echo:"):
-                    remediator.trigger(kind)
+            if "policy" in self.signal.kinds_since(seen):
+                remediator.trigger("policy")
             seen = generation
 
     async def restore(self) -> None:

@@ -103,17 +103,17 @@ class ReplicationHandler:
     def __init__(self, resource: Resource, opa: OpaClient, root: str, signal: ChangeSignal,
                  ignore_namespaces: frozenset[str] = frozenset(),
                  on_opa_error: Callable[[], None] = lambda: None,
-                 is_echo: Callable[[str, dict[str, Any]], bool] = lambda plural, obj: False) -> None:
-        """``is_echo(plural, obj)`` says whether a watched object is only the echo of
-        this process's own write (the remediator's patch); a batch of such events is
-        signalled as ``echo:<plural>`` instead of ``data:<plural>``."""
+                 on_written: Callable[[str, list[dict[str, Any]] | None], None] = lambda plural, objs: None) -> None:
+        """``on_written(plural, objects)`` is called after each batch of writes has reached
+        OPA (with the signal): ``objects`` are the states written (deleted ones included),
+        or None when the whole collection was written."""
         self.resource = resource
         self.opa = opa
         self.root = root
         self.signal = signal
         self.ignore = ignore_namespaces
         self.on_opa_error = on_opa_error
-        self.is_echo = is_echo
+        self.on_written = on_written
         self.informer: Informer | None = None
         self.synced = asyncio.Event()
         self._pending: dict[str, _Pending] = {}
@@ -148,7 +148,11 @@ class ReplicationHandler:
                 return
             self._full_pending = False
         self.synced.set()
+        self._notify(None)
+
+    def _notify(self, objects: list[dict[str, Any]] | None) -> None:
         self.signal.notify(f"data:{self.resource.plural}")
+        self.on_written(self.resource.plural, objects)
 
     async def on_event(self, event_type: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
@@ -182,7 +186,7 @@ class ReplicationHandler:
             await self._put_collection(self.informer.objects.values())
             self._full_pending = False
         self.synced.set()
-        self.signal.notify(f"data:{self.resource.plural}")
+        self._notify(None)
 
     async def run_flusher(self) -> None:
         """Drain pending events into OPA until cancelled; retries with backoff on OPA errors."""
@@ -190,8 +194,8 @@ class ReplicationHandler:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            wrote = False
-            foreign = False  # something other than the echo of our own write was written
+            whole = False  # the whole collection was written
+            written: list[dict[str, Any]] = []
             async with self._lock:
                 if self._full_pending and self.informer is not None:
                     try:
@@ -199,7 +203,7 @@ class ReplicationHandler:
                         self._full_pending = False
                         self._pending.clear()  # the cache already holds every pending change
                         self.synced.set()
-                        wrote = foreign = True
+                        whole = True
                         failures = 0
                     except Exception as exc:  # noqa: BLE001 - retried below, whatever it is
                         failures += 1
@@ -224,9 +228,7 @@ class ReplicationHandler:
                                     extra={"resource": self._label, "object": key, "error": str(exc)})
                         break
                     failures = 0
-                    wrote = True
-                    foreign = foreign or item.event_type == "DELETED" or \
-                        not self.is_echo(self.resource.plural, item.obj)
+                    written.append(item.obj)
                     if item.event_type == "DELETED":
                         self._present.discard(key)
                     else:
@@ -236,8 +238,8 @@ class ReplicationHandler:
                     EVENTS.labels(self._label, item.event_type).inc()
                     LAG.labels(self._label).observe(time.monotonic() - item.received)
             OBJECTS.labels(self._label).set(len(self._present))
-            if wrote:
-                self.signal.notify(f"{'data' if foreign else 'echo'}:{self.resource.plural}")
+            if whole or written:
+                self._notify(None if whole else written)
             if self._pending or self._full_pending:
                 # Capped low: once OPA answers again, pending changes land within ~1 s.
                 await asyncio.sleep(min(1.0, 0.05 * 2 ** min(failures - 1, 5)) * random.uniform(0.8, 1.2))

@@ -1,10 +1,8 @@
 """A change signal other components in the process can await.
 
 The sync calls :meth:`ChangeSignal.notify` after a data or policy change has
-been written to OPA. ``kind`` is ``"data:<plural>"``, ``"policy"``, or
-``"echo:<plural>"`` when every object written was only the echo of this
-process's own patch (the remediator's), which changes nothing it has not
-already planned for. A listener keeps the last generation it saw and loops::
+been written to OPA (``kind`` is ``"data:<plural>"`` or ``"policy"``). A
+listener keeps the last generation it saw and loops::
 
     gen = 0
     while True:

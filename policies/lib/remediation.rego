@@ -4,8 +4,12 @@
 #
 # Query: POST /v1/data/io/k8s/federation/remediation/notifications with
 #   {"input": {"root": "kubernetes",
-#              "resources": [{"plural": "replicasets", "namespaced": true}]}}
-# (both optional; these are the defaults). Each notification is
+#              "resources": [{"plural": "replicasets", "namespaced": true}],
+#              "objects": [{"resource": "replicasets", "namespace": "web", "name": "a"}]}}
+# (all optional; the first two are the defaults). With "objects", only those
+# objects are evaluated (a targeted pass: cost ∝ the objects, not the whole
+# collection); objects that do not exist (any more) are skipped. Each
+# notification is
 #   {"resource", "namespace" ("" when cluster-scoped), "name",
 #    "annotations": {key: value}, "errors": [string]}
 # for every object whose admission decision has annotations or errors. The
@@ -25,6 +29,7 @@ root := input.root if input.root
 else := "kubernetes"
 
 notifications contains n if {
+	not input.objects
 	some r in resources
 	object.get(r, "namespaced", true)
 	some namespace, objects in data[root][r.plural]
@@ -33,11 +38,25 @@ notifications contains n if {
 }
 
 notifications contains n if {
+	not input.objects
 	some r in resources
 	not object.get(r, "namespaced", true)
 	some name, obj in data[root][r.plural]
 	n := notification(r.plural, "", name, obj)
 }
+
+notifications contains n if {
+	some o in input.objects
+	some r in resources
+	r.plural == o.resource
+	namespace := object.get(o, "namespace", "")
+	obj := stored(r, namespace, o.name)
+	n := notification(r.plural, namespace, o.name, obj)
+}
+
+stored(r, namespace, name) := data[root][r.plural][namespace][name] if object.get(r, "namespaced", true)
+
+stored(r, _, name) := data[root][r.plural][name] if not object.get(r, "namespaced", true)
 
 notification(plural, namespace, name, obj) := n if {
 	decision := data.io.k8s.federation.admission with input as obj

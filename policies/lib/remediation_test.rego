@@ -55,3 +55,26 @@ test_cluster_scoped_resources_and_other_root if {
 	n.namespace == ""
 	n.resource == "globalsets"
 }
+
+test_targeted_objects_only if {
+	ns := remediation.notifications with data.kubernetes.replicasets as replicasets
+		with data.kubernetes.clusters as clusters
+		with input as {"objects": [
+			{"resource": "replicasets", "namespace": "shop", "name": "eu"},
+			{"resource": "replicasets", "namespace": "default", "name": "free"},
+			{"resource": "replicasets", "namespace": "default", "name": "gone"},
+			{"resource": "deployments", "namespace": "default", "name": "pci2"},
+		]}
+	{[n.namespace, n.name] | some n in ns} == {["shop", "eu"]}
+}
+
+test_targeted_cluster_scoped if {
+	objs := {"top": {"kind": "ReplicaSet", "metadata": {"name": "top", "annotations": {"policy.federation.alpha.kubernetes.io/pci-compliance-level": "1"}}}}
+	ns := remediation.notifications with input as {
+		"resources": [{"plural": "globalsets", "namespaced": false}],
+		"objects": [{"resource": "globalsets", "name": "top"}],
+	}
+		with data.kubernetes.globalsets as objs
+		with data.kubernetes.clusters as clusters
+	[n.name | some n in ns] == ["top"]
+}

@@ -157,7 +157,7 @@ async def test_no_pass_before_ready_then_periodic_passes(world, opa):
     api = world
     ready = False
     rem, source, client = make(api, opa, ready=lambda: ready, interval=0.3)
-    passes = metric("fedplace_remediation_passes_total", outcome="ok")
+    passes = metric("fedplace_remediation_passes_total", outcome="ok", scope="full")
     task = asyncio.create_task(rem.run())
     try:
         await source.load()
@@ -169,7 +169,7 @@ async def test_no_pass_before_ready_then_periodic_passes(world, opa):
                 break
             await asyncio.sleep(0.05)
         assert prefs(await annotations_of(api, "pci1")) == {"eu-a", "eu-b"}
-        assert metric("fedplace_remediation_passes_total", outcome="ok") - passes >= 1
+        assert metric("fedplace_remediation_passes_total", outcome="ok", scope="full") - passes >= 1
 
         downgraded = json.loads(json.dumps(CLUSTERS))
         downgraded["eu-b"]["metadata"]["labels"]["pci-compliance-level"] = "0"

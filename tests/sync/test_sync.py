@@ -546,9 +546,10 @@ async def test_cluster_scoped_custom_resource_remediated(kube, kube_api, opa, st
     await eventually(annotated, 15, "both clusters annotated, their other annotations kept")
 
 
-async def test_echo_of_own_patches_triggers_no_pass_but_a_foreign_edit_does(world, opa, start_sync):
+async def test_echo_of_own_patches_triggers_no_pass_a_foreign_edit_a_targeted_one(world, opa, start_sync):
     """The watch echoes every remediation patch back; replicating those echoes must
-    not start another (idle) pass, while anybody else's change still must."""
+    not start another (idle) pass. Anybody else's edit of a remediated object
+    starts a pass over that object only."""
     api = world
     await put_configmap(api, "p", {"admission.rego": owner_policy("platform"),
                                    "remediation.rego": (ROOT / "policies/lib/remediation.rego").read_text()})
@@ -565,7 +566,6 @@ async def test_echo_of_own_patches_triggers_no_pass_but_a_foreign_edit_does(worl
 
     await eventually(owned_in_opa, 15, "the remediator's patches replicated back into OPA")
     assert rem.last_result is not None and rem.last_result.patched == len(names)
-    assert "echo:replicasets" in svc.signal.kinds_since(0)
     passes = rem.passes
     await asyncio.sleep(0.5)  # ten debounce periods: an echo-triggered pass would have run
     assert rem.passes == passes, "the echo of our own patches started a pass"
@@ -577,8 +577,47 @@ async def test_echo_of_own_patches_triggers_no_pass_but_a_foreign_edit_does(worl
         obj = await kube_json(api, "GET", RS.object_path(names[0], NS))
         return obj["metadata"]["annotations"].get("fedplace.io/owner") == "platform"
 
+    targeted = metric("fedplace_remediation_passes_total", outcome="ok", scope="targeted")
+    full = metric("fedplace_remediation_passes_total", outcome="ok", scope="full")
     await eventually(restored, 15, "a foreign edit remediated")
-    assert rem.passes > passes
+
+    async def pass_counted() -> bool:
+        return metric("fedplace_remediation_passes_total", outcome="ok", scope="targeted") > targeted
+
+    await eventually(pass_counted, 5, "the targeted pass counted")
+    assert metric("fedplace_remediation_passes_total", outcome="ok", scope="full") == full
+    assert rem.last_result.patched == 1 and rem.last_result.in_sync == 0  # the others were not evaluated
+
+
+async def test_change_to_other_replicated_data_starts_a_full_pass(world, opa, start_sync):
+    """Decisions may read any replicated data: a new cluster re-evaluates every ReplicaSet."""
+    api = world
+    await kube_json(api, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=CLUSTER_CRD)
+    await eventually(lambda: _ok(kube_json(api, "GET", CLUSTERS.collection_path())), what="CRD served")
+
+    async def add_cluster(name: str) -> None:
+        await kube_json(api, "POST", CLUSTERS.collection_path(), body={
+            "apiVersion": "federation.fedplace.io/v1beta1", "kind": "Cluster", "metadata": {"name": name}})
+
+    await add_cluster("c1")
+    policy = ('package io.k8s.federation.admission\n\nannotations["fedplace.io/clusters"] := '
+              'sprintf("%d", [count(data.kubernetes.clusters)]) if input.kind == "ReplicaSet"\n')
+    await put_configmap(api, "p", {"admission.rego": policy,
+                                   "remediation.rego": (ROOT / "policies/lib/remediation.rego").read_text()})
+    await start_sync("--policy-namespace", POLICY_NS, "--replicate-cluster", "federation.fedplace.io/v1beta1/clusters",
+                     "--remediate", "enforce", "--remediate-debounce", "0.05", "--remediate-max-fraction", "1",
+                     "--leader-election", "false")
+
+    def all_annotated(value: str) -> Callable[[], Awaitable[bool]]:
+        async def check() -> bool:
+            doc = await kube_json(api, "GET", RS.collection_path(NS))
+            return all((i["metadata"].get("annotations") or {}).get("fedplace.io/clusters") == value
+                       for i in doc["items"])
+        return check
+
+    await eventually(all_annotated("1"), 15, "every ReplicaSet sees one cluster")
+    await add_cluster("c2")
+    await eventually(all_annotated("2"), 15, "every ReplicaSet re-evaluated after a cluster was added")
 
 
 async def test_kube_root_ca_configmap_is_not_loaded(world, opa, start_sync):
