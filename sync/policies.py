@@ -79,7 +79,10 @@ def declared_package(raw: str) -> tuple[list[str], int] | None:
             part = _REF_PART.match(ref, pos)
             if part is None or part.end() == pos:
                 break
-            parts.append(part.group(1) if part.group(1) is not None else json.loads(f'"{part.group(2)}"'))
+            try:
+                parts.append(part.group(1) if part.group(1) is not None else json.loads(f'"{part.group(2)}"'))
+            except ValueError:  # a bad escape: OPA's parser reports it
+                break
             pos = part.end()
         if parts and parts[0] == "data":
             parts = parts[1:]

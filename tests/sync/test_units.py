@@ -175,6 +175,7 @@ def test_declared_package(raw, package, row):
 def test_declared_package_missing_is_left_to_opa():
     assert declared_package("x := 1\npackage system\n") is None
     assert declared_package("# only a comment\n") is None
+    assert declared_package('package system["\\q"]\n') == (["system"], 1)  # bad escape: stops, no crash
 
 
 def test_reserved_package_error_only_for_system():
