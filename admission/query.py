@@ -7,8 +7,9 @@ with :class:`common.opa_client.OpaClient`, retrying
 one :class:`~common.retry.Deadline`. Each attempt's timeout is
 ``min(per-attempt timeout, deadline.remaining())``. Malformed answers and
 other 4xx are not retried. When the deadline cuts the last attempt short, the
-failure reported is OPA's own last one (e.g. its 500), not the cut. It never raises for an OPA failure: the result is
-an :class:`~admission.decision.OpaOutcome` for :func:`~admission.decision.decide`.
+failure reported is OPA's own last one (e.g. its 500), not the cut. It never
+raises for an OPA failure: the result is an
+:class:`~admission.decision.OpaOutcome` for :func:`~admission.decision.decide`.
 """
 
 from __future__ import annotations

@@ -237,13 +237,14 @@ class Remediator:
                     await self.run_pass(None if full else sorted(targets))
                 except asyncio.CancelledError:
                     raise
-                except OpaError as exc:
-                    PASSES.labels("opa_error", scope).inc()
-                    log.warning("remediation pass failed: OPA", extra={"error": str(exc)})
-                    self._full, self._targets = self._full or full, self._targets | targets
-                except Exception:  # noqa: BLE001 - keep the loop alive
-                    PASSES.labels("error", scope).inc()
-                    log.exception("remediation pass failed")
+                except Exception as exc:  # noqa: BLE001 - keep the loop alive
+                    if isinstance(exc, OpaError):
+                        PASSES.labels("opa_error", scope).inc()
+                        log.warning("remediation pass failed: OPA", extra={"error": str(exc)})
+                    else:
+                        PASSES.labels("error", scope).inc()
+                        log.exception("remediation pass failed")
+                    # Not lost: part of the next pass (on the next trigger or the interval).
                     self._full, self._targets = self._full or full, self._targets | targets
         finally:
             for t in tasks:

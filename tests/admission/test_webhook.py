@@ -22,16 +22,13 @@ from prometheus_client import REGISTRY
 from common.kube_client import kube_json
 from devstack.launch import free_port
 from tests.admission.conftest import Harness, eventually, replicaset, review
+from tests.metrics import metric
 
 PREFS = "federation.kubernetes.io/replica-set-preferences"
 
 ALLOW_WITH_ANNOTATION = """
 annotations := {"fedplace.io/placed": "yes"} if { input.kind == "ReplicaSet" }
 """
-
-
-def metric(name: str, **labels: str) -> float:
-    return REGISTRY.get_sample_value(name, labels) or 0.0
 
 
 class Delta:

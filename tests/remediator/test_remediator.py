@@ -16,13 +16,13 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
-from prometheus_client import REGISTRY
 
 from common.events import EventRecorder
 from common.kube_client import Resource, kube_json
 from common.opa_client import OpaClient, OpaSettings
 from remediator.config import RemediatorSettings
 from remediator.remediator import ApiObjectSource, Remediator
+from tests.metrics import metric
 
 ROOT = Path(__file__).resolve().parents[2]
 PREFS = "federation.kubernetes.io/replica-set-preferences"
@@ -89,10 +89,6 @@ def make(api, opa, mode: str = "enforce", **kw: Any) -> tuple[Remediator, ApiObj
     client = OpaClient(OpaSettings(url=opa.url, token=opa.token))
     source = ApiObjectSource(api, [RS])
     return Remediator(settings, api, client, source, ready=ready, events=events), source, client
-
-
-def metric(name: str, **labels: str) -> float:
-    return REGISTRY.get_sample_value(name, labels) or 0.0
 
 
 def prefs(annotations: dict[str, str]) -> set[str]:

@@ -14,7 +14,6 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 
 import aiohttp
 import pytest
-from prometheus_client import REGISTRY
 
 from common.kube_client import KubeApiError, Resource, kube_json
 from devstack.federation import CLUSTER_CRD
@@ -22,6 +21,7 @@ from sync.app import SyncApp
 from sync.config import parse_args
 from sync.policies import STATUS_ANNOTATION
 from sync.replicate import LAST_APPLIED, layout, strip
+from tests.metrics import metric
 
 ROOT = Path(__file__).resolve().parents[2]
 CM = Resource("", "v1", "configmaps", True)
@@ -398,7 +398,7 @@ async def _status_is(api, name: str, value: str) -> bool:
 
 
 def loads() -> float:
-    return REGISTRY.get_sample_value("fedplace_sync_policy_loads_total") or 0.0
+    return metric("fedplace_sync_policy_loads_total")
 
 
 async def test_system_package_refused_others_loaded(world, opa, start_sync):
@@ -482,34 +482,39 @@ async def test_dependent_module_is_retried_until_ok(world, opa, start_sync):
 # -- remediation wiring ------------------------------------------------------------------------
 
 
+# The sync flags of every remediation test: enforce, fast, one replica, no guard.
+REMEDIATE = ("--policy-namespace", POLICY_NS, "--remediate", "enforce", "--remediate-debounce", "0.05",
+             "--remediate-max-fraction", "1", "--leader-election", "false")
+
+
 def owner_policy(owner: str, kind: str = "ReplicaSet") -> str:
     return f'package io.k8s.federation.admission\n\nannotations["fedplace.io/owner"] := "{owner}" if input.kind == "{kind}"\n'
 
 
-def metric(name: str, **labels: str) -> float:
-    return REGISTRY.get_sample_value(name, labels) or 0.0
+async def put_remediated_policy(api, admission_rego: str) -> None:
+    """The ConfigMap "p": an admission policy and the shipped remediation library."""
+    await put_configmap(api, "p", {"admission.rego": admission_rego,
+                                   "remediation.rego": (ROOT / "policies/lib/remediation.rego").read_text()})
+
+
+def every_rs_annotated(api, key: str, value: str) -> Callable[[], Awaitable[bool]]:
+    """A check for :func:`eventually`: every ReplicaSet of NS carries ``key: value``."""
+    async def check() -> bool:
+        doc = await kube_json(api, "GET", RS.collection_path(NS))
+        return all((i["metadata"].get("annotations") or {}).get(key) == value for i in doc["items"])
+    return check
 
 
 async def test_remediation_enforced_through_the_sync_and_after_a_policy_edit(world, opa, start_sync):
     api = world
-    await put_configmap(api, "p", {"admission.rego": owner_policy("platform"),
-                                   "remediation.rego": (ROOT / "policies/lib/remediation.rego").read_text()})
-    await start_sync("--policy-namespace", POLICY_NS, "--remediate", "enforce", "--remediate-debounce", "0.05",
-                     "--remediate-max-fraction", "1", "--leader-election", "false")
-
-    def all_owned_by(owner: str) -> Callable[[], Awaitable[bool]]:
-        async def check() -> bool:
-            doc = await kube_json(api, "GET", RS.collection_path(NS))
-            return all((i["metadata"].get("annotations") or {}).get("fedplace.io/owner") == owner
-                       for i in doc["items"])
-        return check
-
-    await eventually(all_owned_by("platform"), 15, "every ReplicaSet annotated by the remediator")
+    await put_remediated_policy(api, owner_policy("platform"))
+    await start_sync(*REMEDIATE)
+    await eventually(every_rs_annotated(api, "fedplace.io/owner", "platform"), 15, "every ReplicaSet annotated by the remediator")
     await assert_in_sync(api, opa, RS, policies=True)
 
     patches = metric("fedplace_remediation_patches_total", mode="enforce")
     await put_configmap(api, "p", {"admission.rego": owner_policy("platform-v2")})
-    await eventually(all_owned_by("platform-v2"), 15, "the policy edit remediated")
+    await eventually(every_rs_annotated(api, "fedplace.io/owner", "platform-v2"), 15, "the policy edit remediated")
     assert metric("fedplace_remediation_patches_total", mode="enforce") - patches == 3
 
     async def events_recorded() -> bool:
@@ -531,12 +536,9 @@ async def test_cluster_scoped_custom_resource_remediated(kube, kube_api, opa, st
         await kube_json(api, "POST", CLUSTERS.collection_path(), body={
             "apiVersion": "federation.fedplace.io/v1beta1", "kind": "Cluster",
             "metadata": {"name": name, "annotations": {"keep": "me"}}, "status": {"region": "europe-west1"}})
-    await put_configmap(api, "p", {"admission.rego": owner_policy("fleet", kind="Cluster"),
-                                   "remediation.rego": (ROOT / "policies/lib/remediation.rego").read_text()})
-    await start_sync("--policy-namespace", POLICY_NS, "--replicate-cluster", "federation.fedplace.io/v1beta1/clusters",
-                     "--remediate", "enforce", "--remediate-debounce", "0.05", "--remediate-max-fraction", "1",
-                     "--remediate-resource-cluster", "federation.fedplace.io/v1beta1/clusters",
-                     "--leader-election", "false")
+    await put_remediated_policy(api, owner_policy("fleet", kind="Cluster"))
+    await start_sync(*REMEDIATE, "--replicate-cluster", "federation.fedplace.io/v1beta1/clusters",
+                     "--remediate-resource-cluster", "federation.fedplace.io/v1beta1/clusters")
 
     async def annotated() -> bool:
         doc = await kube_json(api, "GET", CLUSTERS.collection_path())
@@ -551,10 +553,8 @@ async def test_echo_of_own_patches_triggers_no_pass_a_foreign_edit_a_targeted_on
     not start another (idle) pass. Anybody else's edit of a remediated object
     starts a pass over that object only."""
     api = world
-    await put_configmap(api, "p", {"admission.rego": owner_policy("platform"),
-                                   "remediation.rego": (ROOT / "policies/lib/remediation.rego").read_text()})
-    svc = await start_sync("--policy-namespace", POLICY_NS, "--remediate", "enforce", "--remediate-debounce", "0.05",
-                           "--remediate-max-fraction", "1", "--leader-election", "false")
+    await put_remediated_policy(api, owner_policy("platform"))
+    svc = await start_sync(*REMEDIATE)
     rem = svc.remediator
     assert rem is not None
     names = [i["metadata"]["name"] for i in (await kube_json(api, "GET", RS.collection_path(NS)))["items"]]
@@ -573,13 +573,9 @@ async def test_echo_of_own_patches_triggers_no_pass_a_foreign_edit_a_targeted_on
     await kube_json(api, "PATCH", RS.object_path(names[0], NS), body={"metadata": {"annotations": {"fedplace.io/owner": "me"}}},
                     content_type="application/merge-patch+json")
 
-    async def restored() -> bool:
-        obj = await kube_json(api, "GET", RS.object_path(names[0], NS))
-        return obj["metadata"]["annotations"].get("fedplace.io/owner") == "platform"
-
     targeted = metric("fedplace_remediation_passes_total", outcome="ok", scope="targeted")
     full = metric("fedplace_remediation_passes_total", outcome="ok", scope="full")
-    await eventually(restored, 15, "a foreign edit remediated")
+    await eventually(every_rs_annotated(api, "fedplace.io/owner", "platform"), 15, "a foreign edit remediated")
 
     async def pass_counted() -> bool:
         return metric("fedplace_remediation_passes_total", outcome="ok", scope="targeted") > targeted
@@ -602,22 +598,11 @@ async def test_change_to_other_replicated_data_starts_a_full_pass(world, opa, st
     await add_cluster("c1")
     policy = ('package io.k8s.federation.admission\n\nannotations["fedplace.io/clusters"] := '
               'sprintf("%d", [count(data.kubernetes.clusters)]) if input.kind == "ReplicaSet"\n')
-    await put_configmap(api, "p", {"admission.rego": policy,
-                                   "remediation.rego": (ROOT / "policies/lib/remediation.rego").read_text()})
-    await start_sync("--policy-namespace", POLICY_NS, "--replicate-cluster", "federation.fedplace.io/v1beta1/clusters",
-                     "--remediate", "enforce", "--remediate-debounce", "0.05", "--remediate-max-fraction", "1",
-                     "--leader-election", "false")
-
-    def all_annotated(value: str) -> Callable[[], Awaitable[bool]]:
-        async def check() -> bool:
-            doc = await kube_json(api, "GET", RS.collection_path(NS))
-            return all((i["metadata"].get("annotations") or {}).get("fedplace.io/clusters") == value
-                       for i in doc["items"])
-        return check
-
-    await eventually(all_annotated("1"), 15, "every ReplicaSet sees one cluster")
+    await put_remediated_policy(api, policy)
+    await start_sync(*REMEDIATE, "--replicate-cluster", "federation.fedplace.io/v1beta1/clusters")
+    await eventually(every_rs_annotated(api, "fedplace.io/clusters", "1"), 15, "every ReplicaSet sees one cluster")
     await add_cluster("c2")
-    await eventually(all_annotated("2"), 15, "every ReplicaSet re-evaluated after a cluster was added")
+    await eventually(every_rs_annotated(api, "fedplace.io/clusters", "2"), 15, "every ReplicaSet re-evaluated after a cluster was added")
 
 
 async def test_kube_root_ca_configmap_is_not_loaded(world, opa, start_sync):
