@@ -19,7 +19,6 @@ class RemediatorSettings:
 
     mode: str = "off"
     resources: list[Resource] = field(default_factory=lambda: [Resource("apps", "v1", "replicasets", True)])
-    root: str = "kubernetes"
     query_path: str = DEFAULT_QUERY
     interval: float = 300.0
     debounce: float = 0.5
@@ -71,7 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="this replica's identity in the Lease (default: hostname-pid)")
 
 
-def settings_from_args(args: argparse.Namespace, root: str = "kubernetes") -> RemediatorSettings:
+def settings_from_args(args: argparse.Namespace) -> RemediatorSettings:
     """Build settings from parsed flags; raises ValueError naming the bad flag."""
     resources = [Resource.parse(s, True) for s in args.remediate_resource]
     resources += [Resource.parse(s, False) for s in args.remediate_resource_cluster]
@@ -88,7 +87,6 @@ def settings_from_args(args: argparse.Namespace, root: str = "kubernetes") -> Re
     return RemediatorSettings(
         mode=args.remediate,
         resources=resources,
-        root=root,
         query_path=args.remediate_query.strip("/"),
         interval=args.remediate_interval,
         debounce=args.remediate_debounce,

@@ -259,7 +259,6 @@ class Remediator:
         """One OPA query: every object's desired annotations (and errors), or only
         those of ``objects`` ((resource, namespace, name); a targeted pass)."""
         query: dict[str, Any] = {
-            "root": self.settings.root,
             "resources": [{"plural": r.plural, "namespaced": r.namespaced} for r in self.settings.resources],
         }
         if objects is not None:

@@ -24,6 +24,7 @@ from common.opa_client import OpaClient
 from common.ops_http import add_ops_routes
 from common.policy_configmaps import CONFIGMAPS, policy_informer_settings
 from remediator.remediator import Remediator
+from sync import replicated_root
 from sync.config import SyncConfig
 from sync.policies import PolicyHandler
 from sync.replicate import ReplicationHandler
@@ -147,6 +148,7 @@ class SyncApp:
     async def _lifecycle(self) -> None:
         """Sentinel, informers, initial sync, confirmation, then restart detection."""
         await self._until_ok(self.detector.mark, "cannot write the sentinel yet")
+        await self._until_ok(self.push_replicated_root, "cannot load the replicated-root module yet")
         for inf in self.informers:
             self._spawn(inf.run(), f"informer-{inf.resource.plural}")
         waits = [rep.synced.wait() for rep in self.replicators.values()]
@@ -192,8 +194,14 @@ class SyncApp:
                 remediator.trigger("policy")
             seen = generation
 
+    async def push_replicated_root(self) -> None:
+        """Load the generated module naming the replicated data root (before any policy
+        ConfigMap: libraries such as remediation call its functions)."""
+        await self.opa.put_policy(replicated_root.POLICY_ID, replicated_root.render(self.settings.replicate_path))
+
     async def restore(self) -> None:
         """Push every cached object and policy again (OPA lost its state)."""
+        await self.push_replicated_root()
         await asyncio.gather(*(rep.push_all() for rep in self.replicators.values()))
         for loader in self.loaders:
             await loader.push_all()

@@ -121,7 +121,7 @@ def parse_args(argv: list[str] | None = None) -> SyncConfig:
     if not args.replicate_path.strip("/") or "/" in args.replicate_path.strip("/"):
         parser.error("--replicate-path: expected one path segment, e.g. kubernetes")
     try:
-        remediation = remediator_settings(args, root=args.replicate_path.strip("/"))
+        remediation = remediator_settings(args)
     except ValueError as exc:
         parser.error(str(exc))
     if remediation.enabled:

@@ -3,10 +3,9 @@
 # admission rules with each object as input.
 #
 # Query: POST /v1/data/io/k8s/federation/remediation/notifications with
-#   {"input": {"root": "kubernetes",
-#              "resources": [{"plural": "replicasets", "namespaced": true}],
+#   {"input": {"resources": [{"plural": "replicasets", "namespaced": true}],
 #              "objects": [{"resource": "replicasets", "namespace": "web", "name": "a"}]}}
-# (all optional; the first two are the defaults). With "objects", only those
+# (both optional; the first is the default). With "objects", only those
 # objects are evaluated (a targeted pass: cost ∝ the objects, not the whole
 # collection); objects that do not exist (any more) are skipped. Each
 # notification is
@@ -15,24 +14,27 @@
 # for every object whose admission decision has annotations or errors. The
 # remediator compares "annotations" with the live object after canonical
 # serialisation and patches only what differs.
+#
+# The objects are read through data.io.k8s.federation.replicated, the module
+# opa-kube-sync generates for its --replicate-path (policies/lib/generated/ holds
+# it for the default root): a dynamic data[root] reference here could reach this
+# package's own rules, which OPA's compiler refuses (rego_recursion_error).
 package io.k8s.federation.remediation
+
+import data.io.k8s.federation.replicated
 
 default_resources := [{"plural": "replicasets", "namespaced": true}]
 
-# Without input (or without these keys) the defaults apply.
+# Without input (or without this key) the default applies.
 resources := input.resources if input.resources
 
 else := default_resources
-
-root := input.root if input.root
-
-else := "kubernetes"
 
 notifications contains n if {
 	not input.objects
 	some r in resources
 	object.get(r, "namespaced", true)
-	some namespace, objects in data[root][r.plural]
+	some namespace, objects in replicated.collection(r.plural)
 	some name, obj in objects
 	n := notification(r.plural, namespace, name, obj)
 }
@@ -41,7 +43,7 @@ notifications contains n if {
 	not input.objects
 	some r in resources
 	not object.get(r, "namespaced", true)
-	some name, obj in data[root][r.plural]
+	some name, obj in replicated.collection(r.plural)
 	n := notification(r.plural, "", name, obj)
 }
 
@@ -54,9 +56,9 @@ notifications contains n if {
 	n := notification(r.plural, namespace, o.name, obj)
 }
 
-stored(r, namespace, name) := data[root][r.plural][namespace][name] if object.get(r, "namespaced", true)
+stored(r, namespace, name) := replicated.namespaced_object(r.plural, namespace, name) if object.get(r, "namespaced", true)
 
-stored(r, _, name) := data[root][r.plural][name] if not object.get(r, "namespaced", true)
+stored(r, _, name) := replicated.cluster_object(r.plural, name) if not object.get(r, "namespaced", true)
 
 notification(plural, namespace, name, obj) := n if {
 	decision := data.io.k8s.federation.admission with input as obj

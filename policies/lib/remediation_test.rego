@@ -45,10 +45,10 @@ test_unsatisfiable_object_reports_errors if {
 	count(n.errors) == 1
 }
 
-test_cluster_scoped_resources_and_other_root if {
+test_cluster_scoped_resources if {
 	objs := {"top": {"kind": "ReplicaSet", "metadata": {"name": "top", "annotations": {"policy.federation.alpha.kubernetes.io/pci-compliance-level": "1"}}}}
-	ns := remediation.notifications with input as {"root": "mirror", "resources": [{"plural": "globalsets", "namespaced": false}]}
-		with data.mirror.globalsets as objs
+	ns := remediation.notifications with input as {"resources": [{"plural": "globalsets", "namespaced": false}]}
+		with data.kubernetes.globalsets as objs
 		with data.kubernetes.clusters as clusters
 	count(ns) == 1
 	some n in ns

@@ -22,6 +22,7 @@ from common.kube_client import Resource, kube_json
 from common.opa_client import OpaClient, OpaSettings
 from remediator.config import RemediatorSettings
 from remediator.remediator import ApiObjectSource, Remediator
+from sync import replicated_root
 from tests.metrics import metric
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,6 +46,9 @@ def rs_body(name: str, annotations: dict[str, str]) -> dict[str, Any]:
 
 
 async def load_policies(opa) -> None:
+    """The placement policy and the remediation library, with the root module the sync generates."""
+    status, body = await opa.request("PUT", "/v1/policies/" + replicated_root.POLICY_ID, data=replicated_root.render())
+    assert status == 200, body
     for path in ("policies/federation/placement.rego", "policies/federation/lib.rego", "policies/lib/remediation.rego"):
         status, body = await opa.request("PUT", "/v1/policies/test/" + path, data=(ROOT / path).read_text())
         assert status == 200, body

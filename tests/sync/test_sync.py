@@ -17,6 +17,7 @@ import pytest
 
 from common.kube_client import KubeApiError, Resource, kube_json
 from devstack.federation import CLUSTER_CRD
+from sync import replicated_root
 from sync.app import SyncApp
 from sync.config import parse_args
 from sync.policies import STATUS_ANNOTATION
@@ -93,6 +94,17 @@ async def assert_in_sync(api, opa, *resources: Resource, policies: bool = False,
         return not policies or await policies_mirrored(api, opa)
 
     await eventually(check, timeout, "OPA to hold the API server's state")
+
+
+async def generated_root_module(opa) -> str | None:
+    """The source of the module the sync generates for its replicated data root, if loaded."""
+    status, body = await opa.request("GET", "/v1/policies/" + replicated_root.POLICY_ID)
+    return body["result"]["raw"] if status == 200 else None
+
+
+def configmap_module_ids(body: dict[str, Any]) -> list[str]:
+    """The ids in a ``GET /v1/policies`` answer, sorted, bar the generated root module."""
+    return sorted(p["id"] for p in body["result"] if p["id"] != replicated_root.POLICY_ID)
 
 
 async def policy_status(api, name: str) -> dict[str, Any] | None:
@@ -307,6 +319,7 @@ async def test_opa_wiped_is_restored(world, opa, start_sync):
     assert svc.detector.resyncs >= 1
     assert took < 5
     assert (await policy_status(api, "a-user")) == {"status": "ok"}
+    assert await generated_root_module(opa) == replicated_root.render("kubernetes")
 
 
 @pytest.mark.devstack_only
@@ -412,7 +425,7 @@ async def test_system_package_refused_others_loaded(world, opa, start_sync):
     assert [e["code"] for e in status["errors"]] == ["fedplace_reserved_package"]
     assert status["errors"][0]["location"]["file"] == f"{POLICY_NS}/p/authz.rego"
     _, body = await opa.request("GET", "/v1/policies")
-    assert [p["id"] for p in body["result"]] == [f"{POLICY_NS}/p/a.rego"]
+    assert configmap_module_ids(body) == [f"{POLICY_NS}/p/a.rego"]
     assert await opa_data(opa, "fedtest", "a", "x") == 1
 
     await put_configmap(api, "p", {"authz.rego": "package fedtest.authz\n\nallow := true\n"})
@@ -425,7 +438,7 @@ async def test_system_package_loaded_when_allowed(world, opa, start_sync):
     await start_sync("--policy-namespace", POLICY_NS, "--allow-system-packages")
     await eventually(lambda: _status_is(api, "p", "ok"), what="the system module loaded when allowed")
     _, body = await opa.request("GET", "/v1/policies")
-    assert [p["id"] for p in body["result"]] == [f"{POLICY_NS}/p/log.rego"]
+    assert configmap_module_ids(body) == [f"{POLICY_NS}/p/log.rego"]
 
 
 async def test_status_write_does_not_reload(world, opa, start_sync):
@@ -454,7 +467,7 @@ async def test_key_removal_deletes_only_that_module(world, opa, start_sync):
 
     async def only_a() -> bool:
         _, body = await opa.request("GET", "/v1/policies")
-        return sorted(p["id"] for p in body["result"]) == [f"{POLICY_NS}/p/a.rego"]
+        return configmap_module_ids(body) == [f"{POLICY_NS}/p/a.rego"]
 
     await eventually(only_a, what="b.rego removed from OPA")
     assert await opa_data(opa, "fedtest", "a", "x") == 1
@@ -462,7 +475,7 @@ async def test_key_removal_deletes_only_that_module(world, opa, start_sync):
 
     async def none_left() -> bool:
         _, body = await opa.request("GET", "/v1/policies")
-        return body["result"] == []
+        return configmap_module_ids(body) == []
 
     await eventually(none_left, what="ConfigMap deletion removes its modules")
     await assert_in_sync(api, opa, RS, policies=True)
@@ -523,6 +536,20 @@ async def test_remediation_enforced_through_the_sync_and_after_a_policy_edit(wor
                 and "fedplace.io/owner: 'platform' -> 'platform-v2'" in e["message"]} == {"rs0", "rs1", "rs2"}
 
     await eventually(events_recorded, 10, "a PlacementRemediated Event (old -> new) on every ReplicaSet")
+
+
+async def test_remediation_reads_another_replicate_path(world, opa, start_sync):
+    """--replicate-path names where objects are replicated; the generated root module
+    points the (unchanged) remediation library there, and OPA's compiler accepts both."""
+    api = world
+    await put_remediated_policy(api, owner_policy("elsewhere"))
+    await start_sync(*REMEDIATE, "--replicate-path", "mirror-root")
+    await eventually(every_rs_annotated(api, "fedplace.io/owner", "elsewhere"), 15,
+                     "every ReplicaSet remediated from data.mirror-root")
+    assert await generated_root_module(opa) == replicated_root.render("mirror-root")
+    assert await mirrored(api, opa, RS, root="mirror-root")
+    assert await opa_data(opa, "kubernetes") is None
+    assert await policy_status(api, "p") == {"status": "ok"}
 
 
 async def test_cluster_scoped_custom_resource_remediated(kube, kube_api, opa, start_sync):
@@ -613,5 +640,5 @@ async def test_kube_root_ca_configmap_is_not_loaded(world, opa, start_sync):
     await start_sync("--policy-namespace", POLICY_NS)
     await eventually(lambda: _status_is(api, "p", "ok"), what="the real policy loaded")
     _, body = await opa.request("GET", "/v1/policies")
-    assert [p["id"] for p in body["result"]] == [f"{POLICY_NS}/p/a.rego"]
+    assert configmap_module_ids(body) == [f"{POLICY_NS}/p/a.rego"]
     assert await policy_status(api, "kube-root-ca.crt") is None
