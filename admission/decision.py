@@ -15,8 +15,8 @@ no policy ConfigMaps                  allow, unchanged, OPA not asked     fail_o
 OPA failed after retries              deny 403, Event                     fail_closed
 result undefined                      deny 403 "no policy decision"       fail_closed
 result not {errors, annotations,      deny 403, Event                     fail_closed
-patch} of the right types, or an
-invalid ``patch``
+patch, patches} of the right types,
+or an invalid ``patch``/``patches``
 non-empty ``errors``                  deny 403 listing every error,       denied
                                       Event PlacementDenied
 annotations / patch change something  allow with one JSONPatch            patched
@@ -46,7 +46,7 @@ __all__ = [
 REASON_DENIED = "PlacementDenied"
 REASON_ENGINE = "PolicyEngineUnavailable"
 UNCHECKED_OPERATIONS = frozenset({"DELETE", "CONNECT"})
-RESULT_KEYS = ("errors", "annotations", "patch")
+RESULT_KEYS = ("errors", "annotations", "patch", "patches")
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ def decide(request: AdmissionRequest, policies_exist: bool, outcome: OpaOutcome 
         return _fail_closed("malformed", "annotations must be an object")
     assert request.object is not None  # parse_review guarantees it for CREATE/UPDATE
     try:
-        patch = build_patch(request.object, annotations, result.get("patch"))
+        patch = build_patch(request.object, annotations, result.get("patch"), result.get("patches"))
     except InvalidPatch as exc:
         return _fail_closed("invalid_decision", f"invalid policy patch: {exc}")
     if patch:

@@ -4,8 +4,15 @@ The merge step of the federation plugin (``merge.go``): the policy's
 ``annotations`` become RFC 6902 operations through
 :func:`common.annotations.annotation_json_patch` (the one function shared with
 the remediator, so values never flap), then the policy's own ``patch``
-operations, validated, are appended. The combined patch is proven to apply
-to the object with the ``jsonpatch`` library before it is returned.
+operations, then each pack's ``patches[<pack>]`` in pack-name order, all
+validated, are appended. The combined patch is proven to apply to the object
+with the ``jsonpatch`` library before it is returned.
+
+Packs compose without knowing each other: each contributes its operations
+under its own key of ``patches`` (a partial object rule in Rego), so two packs
+never define the same complete rule, and the order is deterministic. A pack
+must write operations that apply to the object as admitted (it cannot see
+the others' operations): it patches fields no other pack owns.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import jsonpointer
 
 from common.annotations import annotation_json_patch
 
-__all__ = ["ALLOWED_OPS", "ALLOWED_ROOTS", "InvalidPatch", "build_patch", "validate_policy_patch"]
+__all__ = ["ALLOWED_OPS", "ALLOWED_ROOTS", "InvalidPatch", "build_patch", "pack_patches", "validate_policy_patch"]
 
 ALLOWED_OPS = ("add", "replace", "remove", "test")
 ALLOWED_ROOTS = ("metadata", "spec")
@@ -43,21 +50,22 @@ def _check_pointer(path: Any, where: str) -> list[str]:
     return parts
 
 
-def validate_policy_patch(ops: Any) -> list[dict[str, Any]]:
+def validate_policy_patch(ops: Any, name: str = "patch") -> list[dict[str, Any]]:
     """Check the policy's ``patch``: a list of well-formed add/replace/remove/test
-    operations under ``/metadata`` or ``/spec``. Returns a clean copy.
+    operations under ``/metadata`` or ``/spec``. Returns a clean copy; errors
+    name the operation as ``<name>[i]``.
 
     Replacing or removing ``/metadata`` or ``/spec`` as a whole, and changing
     ``/metadata/name``, ``namespace``, ``uid``, ``resourceVersion`` or
     ``generateName`` are refused: the API server owns those.
     """
     if not isinstance(ops, list):
-        raise InvalidPatch(f"patch must be a list of operations, got {type(ops).__name__}")
+        raise InvalidPatch(f"{name} must be a list of operations, got {type(ops).__name__}")
     if len(ops) > MAX_OPS:
-        raise InvalidPatch(f"patch has {len(ops)} operations (at most {MAX_OPS})")
+        raise InvalidPatch(f"{name} has {len(ops)} operations (at most {MAX_OPS})")
     clean: list[dict[str, Any]] = []
     for i, op in enumerate(ops):
-        where = f"patch[{i}]"
+        where = f"{name}[{i}]"
         if not isinstance(op, dict):
             raise InvalidPatch(f"{where}: operation must be an object")
         name = op.get("op")
@@ -79,16 +87,30 @@ def validate_policy_patch(ops: Any) -> list[dict[str, Any]]:
     return clean
 
 
-def build_patch(obj: Mapping[str, Any], annotations: Mapping[str, Any] | None,
-                policy_patch: Any = None) -> list[dict[str, Any]]:
-    """One RFC 6902 patch: the annotation merge, then the policy's validated ops.
+def pack_patches(patches: Any) -> list[dict[str, Any]]:
+    """The validated operations of ``patches`` ({pack: [op…]}), pack by pack in name order."""
+    if not isinstance(patches, dict):
+        raise InvalidPatch(f"patches must be an object of pack name -> operations, got {type(patches).__name__}")
+    out: list[dict[str, Any]] = []
+    for pack in sorted(patches):
+        out += validate_policy_patch(patches[pack], f"patches[{pack!r}]")
+    if len(out) > MAX_OPS:
+        raise InvalidPatch(f"patches have {len(out)} operations in all (at most {MAX_OPS})")
+    return out
 
-    Empty when nothing changes. Raises :class:`InvalidPatch` when the policy's
-    ops are malformed or the combined patch does not apply to ``obj``
-    (e.g. a failing ``test``, a missing parent).
+
+def build_patch(obj: Mapping[str, Any], annotations: Mapping[str, Any] | None,
+                policy_patch: Any = None, patches: Any = None) -> list[dict[str, Any]]:
+    """One RFC 6902 patch: the annotation merge, the policy's ``patch``, then each
+    pack's ``patches`` in pack-name order, every operation validated.
+
+    Empty when nothing changes. Raises :class:`InvalidPatch` when an operation
+    is malformed or the combined patch does not apply to ``obj`` (e.g. a
+    failing ``test``, a missing parent).
     """
     ops = annotation_json_patch(obj, annotations or {}) if annotations else []
     extra = validate_policy_patch(policy_patch) if policy_patch is not None else []
+    extra += pack_patches(patches) if patches is not None else []
     combined = ops + extra
     if not combined:
         return []

@@ -57,6 +57,12 @@ FAIL_TABLE = [
     ("patch that does not apply", OpaOutcome.ok({"patch": [{"op": "test", "path": "/spec/replicas", "value": 9}]}),
      "invalid_decision", "does not apply"),
     ("no outcome at all", None, "undefined", "no policy decision"),
+    ("patches not an object", OpaOutcome.ok({"patches": [{"op": "add", "path": "/spec/x", "value": 1}]}),
+     "invalid_decision", "patches must be an object"),
+    ("a pack's invalid op names the pack", OpaOutcome.ok({"patches": {"limits": [{"op": "copy", "path": "/spec/x"}]}}),
+     "invalid_decision", "patches['limits'][0]: op 'copy' not allowed"),
+    ("a pack's op that does not apply", OpaOutcome.ok({"patches": {"p": [{"op": "remove", "path": "/spec/none"}]}}),
+     "invalid_decision", "does not apply"),
 ]
 
 
@@ -200,6 +206,25 @@ def test_build_patch_rejects_patch_with_missing_parent() -> None:
 def test_build_patch_rejects_replacing_missing_member() -> None:
     with pytest.raises(InvalidPatch):
         build_patch(rs(), None, [{"op": "replace", "path": "/spec/missing", "value": 1}])
+
+
+def test_pack_patches_follow_annotations_and_patch_in_pack_name_order() -> None:
+    """Packs contribute under their own key; the order is annotations, patch, then packs by name."""
+    result = {"annotations": {"a": "1"},
+              "patch": [{"op": "add", "path": "/spec/order", "value": ["patch"]}],
+              "patches": {"zeta": [{"op": "add", "path": "/spec/order/-", "value": "zeta"}],
+                          "alpha": [{"op": "add", "path": "/spec/order/-", "value": "alpha"}],
+                          "empty": []}}
+    d = decide(request(rs()), True, OpaOutcome.ok(result))
+    assert d.outcome == "patched"
+    out = applied(rs(), d.patch)
+    assert out["spec"]["order"] == ["patch", "alpha", "zeta"]
+    assert out["metadata"]["annotations"] == {"a": "1"}
+
+
+def test_pack_patches_alone() -> None:
+    d = decide(request(rs()), True, OpaOutcome.ok({"patches": {"p": [{"op": "add", "path": "/spec/x", "value": 1}]}}))
+    assert d.outcome == "patched" and applied(rs(), d.patch)["spec"]["x"] == 1
 
 
 # -- the review codec ----------------------------------------------------------------

@@ -1,0 +1,38 @@
+package io.k8s.federation.podspec_test
+
+import data.io.k8s.federation.podspec
+
+pod_spec := {"containers": [{"name": "app", "image": "nginx"}]}
+
+# The spec is bound first and compared after: regorus (the devstack engine) leaves
+# `rule == other_rule with input as …` undefined (docs/devstack.md, known differences).
+
+test_pod if {
+	podspec.pointer == "/spec" with input as {"kind": "Pod", "spec": pod_spec}
+	spec := podspec.spec with input as {"kind": "Pod", "spec": pod_spec}
+	spec == pod_spec
+}
+
+test_template_kinds if {
+	every kind in ["ReplicaSet", "Deployment", "StatefulSet", "DaemonSet", "Job"] {
+		podspec.pointer == "/spec/template/spec" with input as {"kind": kind}
+		spec := podspec.spec with input as {"kind": kind, "spec": {"template": {"spec": pod_spec}}}
+		spec == pod_spec
+	}
+}
+
+test_cronjob if {
+	obj := {"kind": "CronJob", "spec": {"jobTemplate": {"spec": {"template": {"spec": pod_spec}}}}}
+	podspec.pointer == "/spec/jobTemplate/spec/template/spec" with input as obj
+	spec := podspec.spec with input as obj
+	spec == pod_spec
+	podspec.applies with input as obj
+}
+
+test_other_kinds_and_missing_specs_do_not_apply if {
+	not podspec.applies with input as {"kind": "ConfigMap", "data": {}}
+	not podspec.pointer with input as {"kind": "Secret"}
+	not podspec.applies with input as {"kind": "Deployment", "spec": {"replicas": 1}}
+	not podspec.applies with input as {"kind": "Pod", "spec": "not an object"}
+	not podspec.applies with input as "not an object"
+}
