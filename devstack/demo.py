@@ -42,6 +42,14 @@ EU = "policy.federation.alpha.kubernetes.io/eu-jurisdiction-required"
 PCI = "policy.federation.alpha.kubernetes.io/pci-compliance-level"
 RS_PATH = "/apis/apps/v1/namespaces/{ns}/replicasets"
 
+# What the API server sends to the webhook: every pod-bearing kind (as deploy/ does).
+WEBHOOK_RULES = [
+    {"apiGroups": group, "apiVersions": ["v1"], "resources": resources, "operations": ["CREATE", "UPDATE"],
+     "scope": "Namespaced"}
+    for group, resources in ((["apps"], ["replicasets", "deployments", "statefulsets", "daemonsets"]),
+                             ([""], ["pods"]), (["batch"], ["jobs", "cronjobs"]))
+]
+
 CLUSTERS = [
     ("gce-europe-west1", "europe-west1", "2"),
     ("aws-eu-central-1", "eu-central-1", "3"),
@@ -195,8 +203,7 @@ async def demo_steps(api: client.ApiClient, work: Path, logs: Path, engine: Serv
         "webhooks": [{
             "name": "placement.fedplace.io",
             "clientConfig": {"url": admission.url + "/mutate", "caBundle": base64.b64encode(ca_pem).decode()},
-            "rules": [{"apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["replicasets"],
-                       "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}],
+            "rules": WEBHOOK_RULES,
             "failurePolicy": "Fail", "sideEffects": "None", "timeoutSeconds": 10,
             "admissionReviewVersions": ["v1"],
             "namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
