@@ -15,20 +15,23 @@ source_key := "fedplace.io/replica-set-preferences-source"
 # The cluster label that carries a cluster's PCI compliance level.
 pci_label := "pci-compliance-level"
 
-# Regions counted as EU jurisdiction: by provider prefix (GCE europe-*, AWS
-# eu-*) or by name (Azure *europe).
-eu_region(region) if startswith(lower(region), "europe-")
-
-eu_region(region) if startswith(lower(region), "eu-")
-
-eu_region(region) if endswith(lower(region), "europe")
-
-# A whole number written in decimal digits ("0", "12"); cheap enough to run
-# per cluster, and safe: to_number is only called on such strings.
+# A whole number written in at most 15 decimal digits ("0", "02", "12"): cheap
+# enough to run per cluster, exact in every evaluator's number type, and safe —
+# number() is only called on such strings, so no builtin can fail (a failing
+# builtin is undefined in OPA but an error in regorus, and either would
+# silently change the decision).
 whole_number(s) if {
 	is_string(s)
-	s != ""
-	trim_left(s, "0123456789") == ""
+	regex.match(`^[0-9]{1,15}$`, s)
+}
+
+# The value of a whole_number string; leading zeros are dropped first
+# (regorus' to_number refuses "007").
+number(s) := 0 if trim_left(s, "0") == ""
+
+number(s) := to_number(digits) if {
+	digits := trim_left(s, "0")
+	digits != ""
 }
 
 requested := object.get(input, ["metadata", "annotations"], {})
@@ -49,14 +52,14 @@ constrained if {
 	pci_required
 }
 
-required_pci := to_number(requested[pci_key]) if whole_number(requested[pci_key])
+required_pci := number(requested[pci_key]) if whole_number(requested[pci_key])
 
 else := 0
 
 annotation_errors contains msg if {
 	value := requested[pci_key]
 	not whole_number(value)
-	msg := sprintf("annotation %s must be a whole number, got %q", [pci_key, value])
+	msg := sprintf("annotation %s must be a whole number (at most 15 digits), got %q", [pci_key, value])
 }
 
 annotation_errors contains msg if {
@@ -71,6 +74,20 @@ annotation_errors contains msg if {
 	msg := sprintf("annotation %s is not valid JSON", [preferences_key])
 }
 
+annotation_errors contains msg if {
+	developer_set_preferences
+	json.is_valid(requested[preferences_key])
+	parsed := json.unmarshal(requested[preferences_key])
+	not is_object(parsed)
+	msg := sprintf("annotation %s must be a JSON object, got %s", [preferences_key, type_name(parsed)])
+}
+
+annotation_errors contains msg if {
+	some value in [object.get(developer_preferences, "clusters", {})]
+	not is_object(value)
+	msg := sprintf("annotation %s: clusters must be an object of cluster name to preferences, got %s", [preferences_key, type_name(value)])
+}
+
 clusters := data.kubernetes.clusters
 
 # Eligibility is checked inline (one pass over the clusters per rule): the
@@ -81,10 +98,13 @@ eligible_clusters contains name if {
 	pci_ok(object.get(cluster, ["metadata", "labels", pci_label], "0"))
 }
 
+# EU jurisdiction by region: provider prefix (GCE europe-*, AWS eu-*) or name (Azure *europe).
 eligible_clusters contains name if {
 	eu_required
 	some name, cluster in clusters
-	regex.match(`^(europe-|eu-)|europe$`, lower(object.get(cluster, ["status", "region"], "")))
+	region := object.get(cluster, ["status", "region"], "")
+	is_string(region)
+	regex.match(`^(europe-|eu-)|europe$`, lower(region))
 	pci_ok(object.get(cluster, ["metadata", "labels", pci_label], "0"))
 }
 
@@ -93,8 +113,8 @@ eligible_clusters contains name if {
 pci_ok(_) if required_pci == 0
 
 pci_ok(label) if {
-	regex.match(`^[0-9]+$`, label)
-	to_number(label) >= required_pci
+	whole_number(label)
+	number(label) >= required_pci
 }
 
 developer_set_preferences if {
@@ -102,9 +122,11 @@ developer_set_preferences if {
 	not requested[source_key] == "policy"
 }
 
-developer_preferences := json.unmarshal(requested[preferences_key]) if {
+developer_preferences := prefs if {
 	developer_set_preferences
 	json.is_valid(requested[preferences_key])
+	prefs := json.unmarshal(requested[preferences_key])
+	is_object(prefs)
 }
 
 preferences_source := "developer" if count(developer_clusters) > 0
@@ -112,7 +134,9 @@ preferences_source := "developer" if count(developer_clusters) > 0
 else := "policy"
 
 developer_clusters contains name if {
-	some name, _ in object.get(developer_preferences, "clusters", {})
+	some value in [object.get(developer_preferences, "clusters", {})]
+	is_object(value)
+	some name, _ in value
 }
 
 # The developer's preferences restricted to eligible clusters, or, when the

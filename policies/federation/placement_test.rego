@@ -101,6 +101,36 @@ test_malformed_annotations_are_errors if {
 	count({msg | some msg in errs; contains(msg, "not valid JSON")}) == 1
 }
 
+test_preferences_that_are_not_an_object_are_errors if {
+	every raw in ["5", "null", "[1]", "\"str\"", "true"] {
+		errs := admission.errors with input as rs({pci_key: "1", prefs_key: raw})
+			with data.kubernetes.clusters as clusters
+		count({msg | some msg in errs; contains(msg, "must be a JSON object")}) == 1
+	}
+}
+
+test_preferences_clusters_not_an_object_are_errors if {
+	every raw in [`{"clusters": ["gce-europe-west1"]}`, `{"clusters": null}`, `{"clusters": "ab"}`] {
+		errs := admission.errors with input as rs({pci_key: "1", prefs_key: raw})
+			with data.kubernetes.clusters as clusters
+		count({msg | some msg in errs; contains(msg, "clusters must be an object")}) == 1
+	}
+}
+
+# A level too long to be a number is refused, never silently dropped to 0.
+test_oversized_pci_level_is_an_error if {
+	errs := admission.errors with input as rs({pci_key: "1000000000000000"})
+		with data.kubernetes.clusters as clusters
+	count({msg | some msg in errs; contains(msg, "at most 15 digits")}) == 1
+}
+
+test_leading_zeros_are_whole_numbers if {
+	decision := admission with input as rs({pci_key: "003"})
+		with data.kubernetes.clusters as json.patch(clusters, [{"op": "replace", "path": "/gce-us-central1/metadata/labels/pci-compliance-level", "value": "0003"}])
+	count(decision.errors) == 0
+	object.keys(decision.annotations[prefs_key].clusters) == {"aws-eu-central-1", "gce-us-central1"}
+}
+
 test_unlabelled_cluster_counts_as_level_zero if {
 	prefs := admission.annotations[prefs_key] with input as rs({eu_key: "true", pci_key: "0"})
 		with data.kubernetes.clusters as clusters
