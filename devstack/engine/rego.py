@@ -1,19 +1,24 @@
-"""The Rego side of the engine: parsing, compile checks and error mapping on regorus.
+"""The Rego side of the engine: regorus parsing, its compile checks and error mapping.
+
+OPA's own compiler (:mod:`devstack.engine.compiler`) is the compiler of record;
+what is here runs after it and refuses only what regorus cannot load or run.
 
 Contracts:
 
 * :func:`parse_module` parses one module alone (Rego v1, regorus' default) and
-  returns a :class:`Module` with its package path and rule paths, or raises
-  :class:`CompileError` with OPA-shaped errors (``rego_parse_error``).
+  returns a :class:`Module` with its package path and rules (ground path,
+  kind, location), or raises :class:`CompileError` with OPA-shaped errors
+  (``rego_parse_error``).
 * :func:`compile_modules` builds a *policies-only* regorus engine (the
-  "template") from a complete module set, or raises :class:`CompileError`.
-  regorus parses on ``add_policy`` but reports unsafe variables, unknown
-  functions and conflicting constant rules only when a package is evaluated,
-  so every package is evaluated once with no data and no input and errors of
-  those classes are reported as compile errors (OPA's codes:
-  ``rego_unsafe_var_error``, ``rego_type_error``, ``rego_compile_error``).
+  "template") from a complete module set OPA's compiler has accepted, or
+  raises :class:`CompileError` when regorus cannot load a module. It does not
+  look for compile errors of its own (OPA's compiler decides; what regorus
+  would only notice when evaluating shows at query time). Given the previous
+  set and its template, a set that only adds modules costs one parse per
+  added module (a clone of the template), not one per loaded module.
 * :func:`eval_error` maps a regorus evaluation failure onto OPA's
-  ``topdown.Error`` shape (``eval_conflict_error`` …).
+  ``topdown.Error`` shape (``eval_conflict_error`` with OPA's messages,
+  ``eval_type_error``, ``eval_builtin_error``).
 
 Nothing here touches data or HTTP.
 """
@@ -23,26 +28,16 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import regorus
 
 __all__ = [
-    "CompileError", "EmptyModuleError", "Module", "RuleRef", "compile_modules", "eval_error", "new_engine", "parse_module",
+    "CompileError", "Module", "RuleRef", "compile_modules", "eval_error", "new_engine", "parse_module",
     "parse_regorus_error", "ref_text",
 ]
 
 _LOCATION = re.compile(r"-->\s*(?P<file>.+?):(?P<row>\d+):(?P<col>\d+)")
-_EMPTY_LINE = re.compile(r"^\s*(#.*)?$")
-_COMPILE_MARKERS: tuple[tuple[str, str], ...] = (
-    ("is unsafe", "rego_unsafe_var_error"),
-    ("could not find function", "rego_type_error"),
-    ("unknown function", "rego_type_error"),
-    ("rule conflicts with rule", "rego_compile_error"),
-    ("redeclared", "rego_compile_error"),
-    ("recursion", "rego_recursion_error"),
-    ("multiple default", "rego_type_error"),
-)
 
 
 @dataclass
@@ -52,18 +47,19 @@ class CompileError(Exception):
     errors: list[dict[str, Any]] = field(default_factory=list)
 
 
-class EmptyModuleError(Exception):
-    """The module holds no statement at all (OPA answers 400 ``empty module``)."""
-
-
 @dataclass(frozen=True)
 class RuleRef:
-    """Where a rule lives: its ground data path and its source location."""
+    """Where a rule lives: its ground data path, its source location and its kind.
+
+    ``kind``: ``complete`` (ground head), ``object`` (a head with a variable
+    key, ``o[k] := v``), ``set`` (``contains``), ``function`` or ``default``.
+    """
 
     path: tuple[str, ...]
     file: str
     row: int
     col: int
+    kind: str = "complete"
 
 
 @dataclass(frozen=True)
@@ -112,14 +108,6 @@ def parse_regorus_error(text: str, default_file: str, code: str) -> dict[str, An
     return err
 
 
-def _compile_code(message: str) -> str | None:
-    low = message.lower()
-    for marker, code in _COMPILE_MARKERS:
-        if marker in low:
-            return code
-    return None
-
-
 # -- module parsing ---------------------------------------------------------------------------
 
 
@@ -154,28 +142,31 @@ def _span(node: Any) -> tuple[int, int]:
     return 1, 1
 
 
+_HEAD_KINDS = {"Set": "set", "Func": "function"}
+
+
 def _rules(module_id: str, package: tuple[str, ...], ast: dict[str, Any]) -> tuple[RuleRef, ...]:
     out = []
     for rule in ast.get("rules", []):
-        kind, body = next(iter(rule.items()))
-        if kind == "Default":
-            refr = body.get("refr")
+        node, body = next(iter(rule.items()))
+        if node == "Default":
+            head_kind, refr = "Default", body.get("refr")
         else:
             head = body.get("head") or {}
             if not head:
                 continue
-            refr = next(iter(head.values())).get("refr")
-        prefix, _ = _ref_path(refr)
+            head_kind, head_body = next(iter(head.items()))
+            refr = head_body.get("refr")
+        prefix, ground = _ref_path(refr)
+        kind = "default" if head_kind == "Default" else _HEAD_KINDS.get(head_kind, "complete" if ground else "object")
         row, col = _span(body)
         if prefix:
-            out.append(RuleRef(package + tuple(prefix), module_id, row, col))
+            out.append(RuleRef(package + tuple(prefix), module_id, row, col, kind))
     return tuple(out)
 
 
 def parse_module(module_id: str, raw: str) -> Module:
     """Parse one module on its own; raises :class:`CompileError` (``rego_parse_error``)."""
-    if all(_EMPTY_LINE.match(line) for line in raw.splitlines()):
-        raise EmptyModuleError(module_id)
     engine = new_engine()
     try:
         engine.add_policy(module_id, raw)
@@ -197,45 +188,71 @@ def ref_text(path: Iterable[str | int]) -> str:
                             for p in path)
 
 
-def compile_modules(modules: dict[str, Module]) -> regorus.Engine:
-    """A policies-only engine for ``modules``; raises :class:`CompileError`."""
-    engine = new_engine()
+def compile_modules(modules: dict[str, Module],
+                    previous: tuple[Mapping[str, Module], regorus.Engine] | None = None) -> regorus.Engine:
+    """A policies-only engine for ``modules``; raises :class:`CompileError` (regorus' parser).
+
+    ``previous`` is the loaded set and its template: when ``modules`` keeps every
+    one of those modules unchanged, the template is cloned and only the new
+    modules are parsed.
+    """
+    engine: regorus.Engine | None = None
+    todo = list(modules.values())
+    if previous is not None:
+        loaded, template = previous
+        if all(modules.get(mid) is mod for mid, mod in loaded.items()):
+            engine = template.clone()
+            todo = [mod for mid, mod in modules.items() if mid not in loaded]
+    if engine is None:
+        engine = new_engine()
     errors: list[dict[str, Any]] = []
-    for mod in modules.values():
+    for mod in todo:
         try:
             engine.add_policy(mod.id, mod.raw)
         except RuntimeError as exc:
             errors.append(parse_regorus_error(str(exc), mod.id, "rego_parse_error"))
     if errors:
         raise CompileError(errors)
-    seen: set[tuple[str, ...]] = set()
-    for mod in modules.values():
-        if mod.package in seen:
-            continue
-        seen.add(mod.package)
-        probe = engine.clone()
-        try:
-            probe.eval_query_as_json(ref_text(mod.package))
-        except RuntimeError as exc:
-            text = _clean(str(exc))
-            first_error = next((ln for ln in text.splitlines() if ln.strip().startswith("error:")), text)
-            code = _compile_code(first_error)
-            if code is not None:
-                errors.append(parse_regorus_error(text, mod.id, code))
-    if errors:
-        raise CompileError(errors)
     return engine
 
 
-def eval_error(text: str) -> dict[str, Any]:
-    """OPA's topdown error object for a regorus evaluation failure."""
+CONFLICT_MESSAGES = {  # OPA's topdown messages, by the kind of the conflicting rule
+    "complete": "complete rules must not produce multiple outputs",
+    "object": "object keys must be unique",
+    "function": "functions must not produce multiple outputs for same inputs",
+}
+_RULE_CONFLICTS = ("rule conflicts with rule", "rules must not produce multiple outputs")
+_BUILTIN_FAILURES = ("divide by zero", "invalid", "overflow", "out of range", "could not parse", "could not deserialize")
+
+
+_OTHER_RULE = re.compile(r"rule at (?P<file>.+?):(?P<row>\d+):(?P<col>\d+)")
+
+
+def _conflict_kind(err: dict[str, Any], modules: Mapping[str, Module]) -> str:
+    """``object`` when a rule in the conflict (at the error, or the one it names) has a variable key."""
+    places = [(err["location"]["file"], err["location"]["row"])] if "location" in err else []
+    places += [(m.group("file"), int(m.group("row"))) for m in _OTHER_RULE.finditer(err["message"])]
+    for file, row in places:
+        mod = modules.get(file)
+        if mod is not None and any(r.kind == "object" and r.row == row for r in mod.rules):
+            return "object"
+    return "complete"
+
+
+def eval_error(text: str, modules: Mapping[str, Module]) -> dict[str, Any]:
+    """OPA's topdown error object for a regorus evaluation failure of ``modules``.
+
+    Conflicts get ``eval_conflict_error`` and OPA's message for the kind of
+    rule; other messages and every location stay regorus'.
+    """
     err = parse_regorus_error(text, "", "eval_internal_error")
     low = err["message"].lower()
-    if "conflict" in low:
-        err["code"] = "eval_conflict_error"
-        err["message"] = f"complete rules must not produce multiple outputs ({err['message']})"
+    if CONFLICT_MESSAGES["function"] in low:
+        err.update(code="eval_conflict_error", message=CONFLICT_MESSAGES["function"])
+    elif any(marker in low for marker in _RULE_CONFLICTS):
+        err.update(code="eval_conflict_error", message=CONFLICT_MESSAGES[_conflict_kind(err, modules)])
     elif "requires" in low or "expects" in low or "type" in low:
         err["code"] = "eval_type_error"
-    elif any(w in low for w in ("divide by zero", "invalid", "overflow", "out of range")):
+    elif any(w in low for w in _BUILTIN_FAILURES):
         err["code"] = "eval_builtin_error"
     return err

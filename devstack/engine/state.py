@@ -3,7 +3,9 @@
 :class:`EngineState` owns the authoritative data tree (persistent, see
 ``store.py``), the loaded modules with their policies-only regorus engine, and
 the :class:`~devstack.engine.mirror.DataMirror` that keeps regorus' data in
-step. Every method is synchronous and either commits completely or raises
+step. Policy changes go through OPA's own compiler first
+(:mod:`~devstack.engine.compiler`, the compiler of record), then regorus'.
+Every method is synchronous and either commits completely or raises
 without changing anything — the server runs them on the event loop, so each
 request is atomic and a read right after a write sees it.
 
@@ -15,16 +17,17 @@ message), :class:`PolicyError` (OPA's compile-error response),
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable, Iterator
 
-from devstack.engine import rego
+from devstack.engine import compiler, rego
 from devstack.engine.mirror import HIDDEN, DataMirror
 from devstack.engine.store import (
     MISSING, Path, StoreError, apply_patch, delete, fmt_path, lookup, non_empty, parse_patch, put, read_path,
 )
 
-__all__ = ["COMPILE_MESSAGE", "EngineState", "EvalError", "PolicyError"]
+__all__ = ["COMPILE_MESSAGE", "EngineState", "EvalError", "PolicyError", "conflict_view"]
 
 COMPILE_MESSAGE = "error(s) occurred while compiling module(s)"
 EVAL_MESSAGE = "error(s) occurred while evaluating query"
@@ -76,6 +79,57 @@ def _query_terms(path: Path) -> list[str | int]:
     return out
 
 
+@contextmanager
+def _refusals(code: str) -> Iterator[None]:
+    """Turn OPA's and regorus' refusals into 400 :class:`PolicyError` with ``code``."""
+    try:
+        yield
+    except compiler.Refused as exc:
+        if not exc.errors:  # not an error list (an empty module): OPA answers its text
+            raise PolicyError(400, "invalid_parameter", exc.message) from exc
+        raise PolicyError(400, code, COMPILE_MESSAGE, exc.errors) from exc
+    except rego.CompileError as exc:
+        raise PolicyError(400, code, COMPILE_MESSAGE, exc.errors) from exc
+
+
+def _collapsed(node: Any) -> Any:
+    """``node`` with every non-object replaced by 0: all OPA's path-conflict check tells apart."""
+    return {k: _collapsed(v) for k, v in node.items()} if isinstance(node, dict) else 0
+
+
+def _nested(path: Path, value: Any) -> Any:
+    for key in reversed(path):
+        value = {key: value}
+    return value
+
+
+def _merged(a: Any, b: Any) -> Any:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return {**a, **{k: _merged(a[k], v) if k in a else v for k, v in b.items()}}
+    return b
+
+
+def conflict_view(tree: dict[str, Any], packages: Iterable[Path]) -> dict[str, Any]:
+    """The part of ``tree`` OPA's path-conflict check reads for rules under ``packages``.
+
+    Per package: its subtree with non-objects collapsed to 0, or the first
+    non-object on the way to it (as 0). ``storage.NonEmpty`` answers the same
+    on this view as on ``tree`` for every path under those packages.
+    """
+    view: dict[str, Any] = {}
+    for pkg in packages:
+        for i in range(1, len(pkg) + 1):
+            node = lookup(tree, pkg[:i])
+            if node is MISSING:
+                break
+            if not isinstance(node, dict):
+                view = _merged(view, _nested(pkg[:i], 0))
+                break
+        else:
+            view = _merged(view, _nested(pkg, _collapsed(node)))
+    return view
+
+
 def _conflict_errors(rules: list[rego.RuleRef], tree: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"code": "rego_compile_error",
              "message": f"conflicting rule for data path {'/'.join(r.path)} found",
@@ -109,36 +163,34 @@ class EngineState:
         self.mirror.set_template(template, tuple({m.package for m in modules.values()}))
 
     def put_policy(self, module_id: str, raw: str) -> None:
-        """Add or replace a module; on any error nothing changes."""
+        """Add or replace a module; on any error nothing changes.
+
+        Order as OPA's ``PUT``: parse (OPA's parser, then regorus'), then the
+        whole candidate set through OPA's compiler (which also refuses rules
+        defining paths that hold data) and regorus' compile step. OPA's
+        refusals come first, in OPA's words.
+        """
         current = self.modules.get(module_id)
         if current is not None and current.raw == raw:
             return  # OPA: identical bytes are a no-op
-        try:
+        with _refusals("invalid_parameter"):
+            compiler.check_module(module_id, raw)
             module = rego.parse_module(module_id, raw)
-        except rego.EmptyModuleError as exc:
-            raise PolicyError(400, "invalid_parameter", "empty module") from exc
-        except rego.CompileError as exc:
-            raise PolicyError(400, "invalid_parameter", COMPILE_MESSAGE, exc.errors) from exc
-        candidate = dict(self.modules)
-        candidate[module_id] = module
-        errors = _conflict_errors(list(module.rules), self.tree)
-        if errors:
-            raise PolicyError(400, "invalid_parameter", COMPILE_MESSAGE, errors)
-        try:
-            template = rego.compile_modules(candidate)
-        except rego.CompileError as exc:
-            raise PolicyError(400, "invalid_parameter", COMPILE_MESSAGE, exc.errors) from exc
-        self._commit_modules(candidate, template)
+        self._compile_and_commit({**self.modules, module_id: module}, "invalid_parameter")
 
     def delete_policy(self, module_id: str) -> None:
         """Remove a module: 404 when absent, 400 ``invalid_operation`` when others need it."""
         if module_id not in self.modules:
             raise StoreError(404, "resource_not_found", f'storage_not_found_error: policy id "{module_id}"')
-        candidate = {k: v for k, v in self.modules.items() if k != module_id}
-        try:
-            template = rego.compile_modules(candidate)
-        except rego.CompileError as exc:
-            raise PolicyError(400, "invalid_operation", COMPILE_MESSAGE, exc.errors) from exc
+        self._compile_and_commit({k: v for k, v in self.modules.items() if k != module_id}, "invalid_operation")
+
+    def _compile_and_commit(self, candidate: dict[str, rego.Module], code: str) -> None:
+        """Compile ``candidate`` (OPA's compiler, then regorus'); commit it, or raise ``code``."""
+        sources = {m.id: m.raw for m in candidate.values()}
+        view = conflict_view(self.tree, {m.package for m in candidate.values()})
+        with _refusals(code):
+            compiler.check_modules(sources, view)
+            template = rego.compile_modules(candidate, (self.modules, self.mirror.template))
         self._commit_modules(candidate, template)
 
     def get_policy(self, module_id: str) -> dict[str, Any]:
@@ -231,7 +283,7 @@ class EngineState:
         try:
             doc = json.loads(engine.eval_query_as_json(query))
         except RuntimeError as exc:
-            raise EvalError(rego.eval_error(str(exc))) from exc
+            raise EvalError(rego.eval_error(str(exc), self.modules)) from exc
         results = doc.get("result") or []
         if not results or not results[0].get("expressions"):
             return MISSING

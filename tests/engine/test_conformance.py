@@ -114,6 +114,62 @@ async def test_empty_module_is_400(opa):
     status, body = await opa.put_policy("fedtest/empty", "# nothing here\n")
     assert status == 400
     assert_error(body, "invalid_parameter")
+    assert body["message"] == "fedtest/empty:0: rego_parse_error: empty module"  # OPA's error text, not a list
+
+
+# What OPA's compiler refuses at PUT: (source, code of every error, a row that must be reported).
+RECURSIVE_REMEDIATION = """package io.k8s.federation.remediation
+root := input.root if input.root
+else := "kubernetes"
+stored(plural, name) := data[root][plural][name]
+notifications contains n if { some n in input.x; stored("a", n) }
+"""
+REFUSED = {
+    "plus-number-string": ('package fedtest.bad\n\nx := 1 + "a"\n', "rego_type_error", 3),
+    "wrong-arity": ("package fedtest.bad\n\nx := count([1], [2])\n", "rego_type_error", 3),
+    "startswith-number": ('package fedtest.bad\n\nx := startswith(1, "a")\n', "rego_type_error", 3),
+    "rule-and-function": ("package fedtest.bad\n\nf := 1\n\nf(x) := x\n", "rego_type_error", 3),
+    "two-defaults": ("package fedtest.bad\n\ndefault p := 1\n\ndefault p := 2\n\np if input.x\n",
+                     "rego_type_error", 1),
+    "unsafe-var": ("package fedtest.bad\n\nallow if { y }\n", "rego_unsafe_var_error", 3),
+    "mutual-recursion": ("package fedtest.bad\n\np if q\n\nq if p\n", "rego_recursion_error", 3),
+    # a dynamic data[...] reference that can reach the package's own rules (issue 11)
+    "dynamic-data-ref": (RECURSIVE_REMEDIATION, "rego_recursion_error", 4),
+}
+
+
+@pytest.mark.parametrize("source, code, row", REFUSED.values(), ids=REFUSED.keys())
+async def test_opas_compiler_refuses_at_put_with_its_code_and_row(opa, source, code, row):
+    status, body = await opa.put_policy("fedtest/bad.rego", source)
+    assert status == 400, body
+    assert body["code"] == "invalid_parameter" and body["message"] == "error(s) occurred while compiling module(s)"
+    assert {e["code"] for e in body["errors"]} == {code}, body
+    assert all(e["location"]["file"] == "fedtest/bad.rego" and isinstance(e["location"]["col"], int)
+               for e in body["errors"]), body
+    assert row in {e["location"]["row"] for e in body["errors"]}, body
+    assert (await opa.request("GET", "/v1/policies/fedtest/bad.rego"))[0] == 404
+
+
+async def test_compile_errors_carry_opas_message_and_column(opa):
+    _, body = await opa.put_policy("fedtest/bad.rego", 'package fedtest.bad\n\nx := 1 + "a"\n')
+    assert body["errors"] == [{"code": "rego_type_error", "message": "plus: invalid argument(s)",
+                               "location": {"file": "fedtest/bad.rego", "row": 3, "col": 6}}]
+    _, body = await opa.put_policy("fedtest/bad.rego", "package fedtest.bad\n\nallow if {\n\tinput.x ==\n}\n")
+    [err] = body["errors"]
+    assert (err["code"], err["location"]) == ("rego_parse_error", {"file": "fedtest/bad.rego", "row": 5, "col": 1})
+    assert err["details"] == {"line": "}", "idx": 0}
+    _, body = await opa.put_policy("fedtest/bad.rego", "package fedtest.bad\n\nallow if { y }\n")
+    assert body["errors"] == [{"code": "rego_unsafe_var_error", "message": "var y is unsafe",
+                               "location": {"file": "fedtest/bad.rego", "row": 3, "col": 12}}]
+
+
+async def test_refused_replacement_keeps_the_loaded_module(opa):
+    good = "package fedtest.keep\n\nx := 1\n"
+    assert (await opa.put_policy("fedtest/keep", good))[0] == 200
+    for broken in ('package fedtest.keep\n\nx := 1 + "a"\n', "package fedtest.keep\n\nx := 1 +\n"):
+        assert (await opa.put_policy("fedtest/keep", broken))[0] == 400
+    assert (await opa.request("GET", "/v1/policies/fedtest/keep"))[1]["result"]["raw"] == good
+    assert await opa.request("GET", "/v1/data/fedtest/keep/x") == (200, {"result": 1})
 
 
 async def test_rego_v1_import_is_accepted(opa):
@@ -140,7 +196,10 @@ async def test_delete_of_module_others_depend_on_is_400(opa):
     status, body = await opa.request("DELETE", "/v1/policies/fedtest/lib")
     assert status == 400
     assert_error(body, "invalid_operation")  # OPA: CodeInvalidOperation + compile errors
-    assert body["errors"] and all("code" in e and "message" in e for e in body["errors"])
+    assert body["message"] == "error(s) occurred while compiling module(s)"
+    assert [(e["code"], e["location"]["file"], e["location"]["row"]) for e in body["errors"]] == [
+        ("rego_type_error", "fedtest/user", 5)]
+    assert "fedtest.lib.double" in body["errors"][0]["message"]
     assert await opa.request("GET", "/v1/data/fedtest/user/four") == (200, {"result": 4})
     assert (await opa.request("GET", "/v1/policies/fedtest/lib"))[0] == 200
     assert (await opa.request("DELETE", "/v1/policies/fedtest/user"))[0] == 200
@@ -152,7 +211,20 @@ async def test_policy_whose_rule_collides_with_data_is_400(opa):
     status, body = await opa.put_policy("fedtest/clash", "package fedtest.clash\n\nallow if true\n")
     assert status == 400
     assert_error(body, "invalid_parameter")
-    assert [e["code"] for e in body["errors"]] == ["rego_compile_error"]
+    assert body["errors"] == [{"code": "rego_compile_error",
+                               "message": "conflicting rule for data path fedtest/clash/allow found",
+                               "location": {"file": "fedtest/clash", "row": 3, "col": 1}}]
+
+
+async def test_data_collisions_are_found_in_opas_compile_stage_order(opa):
+    await opa.request("PUT", "/v1/data/fedtest/clash", json_body=5)  # a scalar above every rule of the package
+    # checked before types: only the collisions are reported ...
+    _, body = await opa.put_policy("fedtest/clash", 'package fedtest.clash\n\nallow if true\n\ny := 1 + "a"\n')
+    assert sorted((e["code"], e["location"]["row"]) for e in body["errors"]) == [
+        ("rego_compile_error", 3), ("rego_compile_error", 5)]
+    # ... but after local variables are rewritten: that error alone is reported
+    _, body = await opa.put_policy("fedtest/clash", "package fedtest.clash\n\nallow if { x := 1; x := 2 }\n")
+    assert [(e["code"], e["message"]) for e in body["errors"]] == [("rego_compile_error", "var x assigned above")]
 
 
 # -- data: queries ------------------------------------------------------------------------------------
@@ -208,7 +280,27 @@ async def test_conflicting_outputs_are_an_evaluation_error(opa):
     status, body = await opa.query("fedtest/conflict/x", {"a": 1, "b": 2})
     assert status == 500
     assert_error(body, "internal_error")
+    assert body["message"] == "error(s) occurred while evaluating query"
     assert body["errors"][0]["code"] == "eval_conflict_error"
+
+
+CONFLICTS = {
+    "complete-constants": ("x := 1\n\nx := 2\n", "x", "complete rules must not produce multiple outputs"),
+    "complete-one-rule": ("x := y if { some y in [1, 2] }\n", "x", "complete rules must not produce multiple outputs"),
+    "object-keys": ('o[k] := v if { some v in [1, 2]; k := "a" }\n', "o", "object keys must be unique"),
+    "object-keys-two-rules": ('o["a"] := 1\n\no[k] := 2 if k := "a"\n', "o", "object keys must be unique"),
+    "object-keys-two-rules-rev": ('o[k] := 2 if k := "a"\n\no["a"] := 1\n', "o", "object keys must be unique"),
+    "function": ("f(_) := 1\n\nf(_) := 2\n\ny := f(0)\n", "y",
+                 "functions must not produce multiple outputs for same inputs"),
+}
+
+
+@pytest.mark.parametrize("rules, doc, message", CONFLICTS.values(), ids=CONFLICTS.keys())
+async def test_conflicts_load_and_fail_at_evaluation_with_opas_message(opa, rules, doc, message):
+    assert (await opa.put_policy("fedtest/conflict", "package fedtest.conflict\n\n" + rules))[0] == 200
+    status, body = await opa.request("GET", "/v1/data/fedtest/conflict/" + doc)
+    assert status == 500, body
+    assert [(e["code"], e["message"]) for e in body["errors"]] == [("eval_conflict_error", message)]
 
 
 async def test_read_your_writes(opa):

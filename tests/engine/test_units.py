@@ -1,10 +1,11 @@
-"""Pure parts of the engine: store semantics (OPA's in-memory store) and Rego helpers."""
+"""Pure parts of the engine: store semantics (OPA's in-memory store), Rego helpers, OPA's error texts."""
 
 from __future__ import annotations
 
 import pytest
 
-from devstack.engine import rego
+from devstack.engine import compiler, rego
+from devstack.engine.state import conflict_view
 from devstack.engine.store import (
     MISSING, StoreError, apply_patch, delete, lookup, non_empty, parse_pointer, parse_url_path, put, read_path,
 )
@@ -106,18 +107,74 @@ def test_module_rule_paths():
            'deny contains "m" if true\n\nf(x) := x\n\nm[k] := 1 if k := "z"\n\nq.r["s"] := 1\n')
     mod = rego.parse_module("p", src)
     assert mod.package == ("a", "b-c", "d")
-    paths = {r.path[3:] for r in mod.rules}
-    assert paths == {("allow",), ("deny",), ("f",), ("m",), ("q", "r", "s")}
+    kinds = {(r.path[3:], r.kind) for r in mod.rules}
+    assert kinds == {(("allow",), "default"), (("allow",), "complete"), (("deny",), "set"), (("f",), "function"),
+                     (("m",), "object"), (("q", "r", "s"), "complete")}
     assert mod.ast()["package"]["path"][0] == {"type": "var", "value": "data"}
 
 
-def test_rego_v0_is_refused_and_empty_module_detected():
+def test_rego_v0_is_refused_by_regorus_too():
     with pytest.raises(rego.CompileError) as info:
         rego.parse_module("p", "package p\n\nallow { true }\n")
     assert info.value.errors[0]["code"] == "rego_parse_error"
-    with pytest.raises(rego.EmptyModuleError):
-        rego.parse_module("p", "\n# only a comment\n")
 
 
 def test_ref_text_quotes_every_segment():
     assert rego.ref_text(["a", 'q"x', 0]) == 'data["a"]["q\\"x"][0]'
+
+
+# -- OPA's compiler texts ----------------------------------------------------------------------------
+
+
+TYPE_ERRORS = ("bundle activation failed: 2 errors occurred:\n"
+               "a/b.rego:3: rego_type_error: plus: invalid argument(s)\n\thave: (number, string, ???)\n"
+               "\twant: (x: number, y: number, z: number)\n"
+               "rego_compile_error: error limit reached")
+
+
+def test_split_errors_reads_ast_errors_texts():
+    first, limit = compiler.split_errors(TYPE_ERRORS)
+    assert (first.where, first.row, first.code, first.message) == (
+        "a/b.rego", 3, "rego_type_error", "plus: invalid argument(s)")
+    assert first.details == ("have: (number, string, ???)", "want: (x: number, y: number, z: number)")
+    assert (limit.where, limit.row, limit.code) == (None, None, "rego_compile_error")
+    [entry] = compiler.split_errors("1 error occurred: 4:0: rego_parse_error: unexpected eof token\n\tp := 1 +\n\t       ^")
+    assert (entry.where, entry.row, entry.details) == ("4", 0, ("p := 1 +", "       ^"))
+    assert compiler.split_errors("m.rego:0: rego_parse_error: empty module") is None  # one error, not a list
+
+
+def test_parse_details_restores_tabs_and_steps_back_like_opa():
+    source = "package p\n\n\tp := [1, 2\n\t\tq := 3 +/ 2\n"
+    assert compiler.parse_details(source, 4, "q := 3 +/ 2", "^") == {"line": "\t\tq := 3 +/ 2", "idx": 2}
+    # an error at the end of the file points back at the last non-blank line
+    assert compiler.parse_details("package p\n\np := 1 +\n", 4, "p := 1 +", "       ^") == {"line": "p := 1 +", "idx": 7}
+    assert compiler.parse_details("package p\n", 1, "nowhere", "^") is None
+
+
+def test_column_opa_does_not_report_again_is_1():
+    """The documented fallback: an error the empty-name run does not repeat gets column 1."""
+    entries = compiler.split_errors(TYPE_ERRORS)
+    errors = compiler.rest_errors(entries, {}, {"a/b.rego": "package p\n"})
+    assert errors == [{"code": "rego_type_error", "message": "plus: invalid argument(s)",
+                       "location": {"file": "a/b.rego", "row": 3, "col": 1}},
+                      {"code": "rego_compile_error", "message": "error limit reached"}]
+
+
+def test_compiler_refusals_and_caching():
+    with pytest.raises(compiler.Refused) as info:
+        compiler.check_modules({"m": 'package m\n\nx := 1 + "a"\n'})
+    assert info.value.errors[0]["location"] == {"file": "m", "row": 3, "col": 6}
+    with pytest.raises(compiler.Refused) as info:
+        compiler.check_module("m", "\n")
+    assert (info.value.errors, info.value.message) == ([], "m:0: rego_parse_error: empty module")
+    compiler.check_modules({"m": "package m\n\nallow if true\n"})
+    with pytest.raises(compiler.Refused):
+        compiler.check_modules({"m": "package m\n\nallow if true\n"}, {"m": {"allow": 0}})
+
+
+def test_conflict_view_keeps_what_path_conflicts_depend_on():
+    tree = {"a": {"b": {"rule": [1, 2], "deep": {"x": "y"}}, "other": {"big": list(range(100))}},
+            "s": 5, "untouched": {"k": 1}}
+    assert conflict_view(tree, [("a", "b"), ("s", "p"), ("missing", "p")]) == {
+        "a": {"b": {"rule": 0, "deep": {"x": 0}}}, "s": 0}
+    assert conflict_view(tree, [("a",), ("a", "b")]) == {"a": {"b": {"rule": 0, "deep": {"x": 0}}, "other": {"big": 0}}}

@@ -29,7 +29,7 @@ import aiohttp
 from opa_bindings import OpaEngine, OpaError
 
 from tests.fixtures.opa import OpaServer
-from tests.policies.suite import data_ref, opa_engine
+from tests.policies.suite import data_ref, opa_engine, put_in_dependency_order
 
 __all__ = ["UNDEFINED", "EngineSide", "OpaSide", "Outcome", "same_json"]
 
@@ -88,9 +88,10 @@ class EngineSide:
             return resp.status, await resp.text()
 
     async def load_modules(self, mods: dict[str, str]) -> None:
-        for module_id, source in mods.items():
-            status, text = await self._send("PUT", "/v1/policies/" + module_id, source, "text/plain")
-            assert status == 200, f"engine refused {module_id}: {text}"
+        async def put(module_id: str, source: str) -> tuple[int, str]:
+            return await self._send("PUT", "/v1/policies/" + module_id, source, "text/plain")
+
+        await put_in_dependency_order(put, mods)
 
     async def _put(self, path: tuple[str, ...], value: Any) -> None:
         status, text = await self._send("PUT", "/v1/data/" + _url_path(path), json.dumps(value), "application/json")

@@ -17,6 +17,11 @@ Contracts:
   parse or compile, else None.
 * :func:`data_ref` — a Rego reference to ``data.<path…>`` that is valid for any
   segment text.
+* :func:`put_in_dependency_order` — loads modules one PUT at a time the way
+  opa-kube-sync does: a module refused (e.g. it calls a library not loaded
+  yet) is tried again after every round that loaded something, so the order
+  of the ids does not matter; what still fails is reported with the server's
+  answer.
 """
 
 from __future__ import annotations
@@ -25,11 +30,12 @@ import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from opa_bindings import OpaEngine, OpaError
 
-__all__ = ["POLICIES", "Discovery", "RegoTest", "compile_error", "data_ref", "discover", "modules", "opa_engine"]
+__all__ = ["POLICIES", "Discovery", "RegoTest", "compile_error", "data_ref", "discover", "modules", "opa_engine",
+           "put_in_dependency_order"]
 
 POLICIES = Path(__file__).resolve().parents[2] / "policies"
 TEST_PREFIX = "test_"
@@ -40,6 +46,22 @@ def modules(*, tests: bool = True) -> dict[str, str]:
     """Every Rego module under policies/, ``{relative path: source}``, sorted by path."""
     found = {path.relative_to(POLICIES).as_posix(): path.read_text() for path in POLICIES.rglob("*.rego")}
     return {mid: src for mid, src in sorted(found.items()) if tests or not mid.endswith("_test.rego")}
+
+
+async def put_in_dependency_order(put: Callable[[str, str], Awaitable[tuple[int, str]]],
+                                  mods: dict[str, str]) -> None:
+    """PUT every module through ``put(id, source) -> (status, text)``, retrying refused ones
+    while a round makes progress; raises AssertionError naming what never loaded."""
+    pending = dict(mods)
+    while pending:
+        refused: dict[str, str] = {}
+        for module_id, source in pending.items():
+            status, text = await put(module_id, source)
+            if status != 200:
+                refused[module_id] = f"{status} {text}"
+        if len(refused) == len(pending):
+            raise AssertionError("the engine refused: " + "; ".join(f"{m}: {t}" for m, t in refused.items()))
+        pending = {m: pending[m] for m in refused}
 
 
 def data_ref(path: tuple[str, ...]) -> str:
