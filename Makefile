@@ -29,11 +29,13 @@ test: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m devstack.demo
 
+# BENCH_ARGS: server flags for every benchmark, e.g. BENCH_ARGS="--opa-url URL --kubeconfig PATH"
+# (external scratch servers instead of devstack ones; see docs/benchmarks.md).
 bench: $(STAMP)
-	$(PY) bench/engine.py
-	$(PY) bench/kube.py
-	$(PY) bench/sync.py
-	$(PY) bench/remediation.py
+	$(PY) bench/engine.py $(BENCH_ARGS)
+	$(PY) bench/kube.py $(BENCH_ARGS)
+	$(PY) bench/sync.py $(BENCH_ARGS)
+	$(PY) bench/remediation.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

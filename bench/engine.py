@@ -1,8 +1,9 @@
 """Benchmark fedplace-engine over HTTP: query latency as data grows, writes, RSS.
 
-Usage: .venv/bin/python bench/engine.py [--queries 500] [--writes 2000]
+Usage: .venv/bin/python bench/engine.py [--queries 500] [--writes 2000] [--opa-url URL [--opa-token-file PATH]]
 
-Starts the engine as a subprocess on a free port, loads the federation
+Starts the engine as a subprocess on a free port (or uses the OPA of
+``--opa-url``, see bench/common.py), loads the federation
 placement policy (policies/federation), and at 10, 1,000 and 10,000
 replicated objects (a tenth of them Clusters, the rest ReplicaSets of a
 realistic size, ~0.6 KB) measures sequential admission queries (p50/p99).
@@ -13,6 +14,8 @@ and single-object PUT throughput. The baseline, measured in the same run, is a
 second engine started with ``--data-sync reload``: identical except that any
 write makes the next query reload all data into the interpreter (the naive
 design). Also printed: the GET /health round trip (the HTTP floor) and RSS.
+Against an external OPA the baseline, the engine's data-mirror counters and
+the RSS are devstack-only and skipped.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from devstack.launch import ServerProcess  # noqa: E402
+from bench.common import Opa, add_server_flags, devstack_only, pct, server_rss, servers  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 QUERY = "/v1/data/io/k8s/federation/admission"
@@ -39,18 +42,6 @@ RS_INPUT = {"input": {"apiVersion": "apps/v1", "kind": "ReplicaSet",
                       "metadata": {"name": "web", "namespace": "shop", "annotations": {
                           "policy.federation.alpha.kubernetes.io/eu-jurisdiction-required": "true",
                           "policy.federation.alpha.kubernetes.io/pci-compliance-level": "2"}}}}
-
-
-def pct(values: list[float], p: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def replicaset(i: int, gen: int = 0) -> dict[str, Any]:
@@ -87,11 +78,6 @@ async def timed(session: aiohttp.ClientSession, method: str, url: str, **kw: Any
     return (time.perf_counter() - t) * 1000
 
 
-def start(tmp: str, name: str, *extra: str) -> ServerProcess:
-    return ServerProcess(name, ["-m", "devstack.engine", "--listen", "127.0.0.1:{port}", "--log-level", "warning",
-                                *extra], "/health", Path(tmp)).start()
-
-
 async def load(s: aiohttp.ClientSession, url: str, n: int) -> None:
     for name in ("placement.rego", "lib.rego"):
         src = (ROOT / "policies/federation" / name).read_text()
@@ -121,39 +107,59 @@ async def interleaved(s: aiohttp.ClientSession, url: str, rounds: int, n: int,
     return out
 
 
-async def run(queries: int, writes: int) -> None:
-    t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        engine = start(tmp, "engine")
-        naive = start(tmp, "engine-naive", "--data-sync", "reload")
-        try:
-            async with aiohttp.ClientSession() as s:
-                rows = []
-                for n in (10, 1_000, 10_000):
-                    await load(s, engine.url, n)
-                    lat = [await timed(s, "POST", engine.url + QUERY, json=RS_INPUT) for _ in range(queries)]
-                    rows.append((n, lat))
-                n = 10_000
-                inc = await interleaved(s, engine.url, 300, n)
-                t = time.perf_counter()
-                for i in range(writes):
-                    await timed(s, "PUT", f"{engine.url}/v1/data/kubernetes/replicasets/ns{i % 20}/rs{i}",
-                                json=replicaset(i, gen=i + 7))
-                wps = writes / (time.perf_counter() - t)
-                after_burst = await timed(s, "POST", engine.url + QUERY, json=RS_INPUT)
-                health = [await timed(s, "GET", engine.url + "/health") for _ in range(300)]
-                async with s.get(engine.url + "/_devstack/state") as r:
-                    mirror = (await r.json())["mirror"]
-                rss = rss_mb(engine.proc.pid)
-                # baseline: the naive engine, same data, same interleaving
-                await load(s, naive.url, n)
-                base = await interleaved(s, naive.url, 25, n, kinds=("update",))
-                rss_naive = rss_mb(naive.proc.pid)
-        finally:
-            engine.stop()
-            naive.stop()
+async def mirror_counters(s: aiohttp.ClientSession, opa: Opa) -> str:
+    """The devstack engine's data-mirror counters over the run (GET /_devstack/state)."""
+    if opa.external:
+        return devstack_only("the data mirror counters (/_devstack/state)")
+    async with s.get(opa.url + "/_devstack/state") as r:
+        m = (await r.json())["mirror"]
+    return (f"{m['rebuilds']} full reloads, {m['merges']} merged additions, {m['overlays']} overlay replacements, "
+            f"{m['removals']} removals")
 
-    print(f"### fedplace-engine — placement policy, {queries} sequential queries per size, over HTTP\n")
+
+async def run(args: argparse.Namespace) -> None:
+    queries, writes = args.queries, args.writes
+    t0 = time.perf_counter()
+    base: dict[str, dict[str, list[float]]] | None = None
+    rss_naive = ""
+    with tempfile.TemporaryDirectory() as tmp:
+        async with servers(args, Path(tmp)) as srv:
+            assert srv.opa is not None
+            engine = srv.opa
+            engine.owns(documents=("kubernetes",), policies=("bench/",))
+            # the baseline is the devstack engine in another mode: none against an external OPA
+            naive = None if engine.external else Opa.start(Path(tmp), "engine-naive", "--data-sync", "reload")
+            try:
+                async with engine.session() as s:
+                    rows = []
+                    for n in (10, 1_000, 10_000):
+                        await load(s, engine.url, n)
+                        lat = [await timed(s, "POST", engine.url + QUERY, json=RS_INPUT) for _ in range(queries)]
+                        rows.append((n, lat))
+                    n = 10_000
+                    inc = await interleaved(s, engine.url, 300, n)
+                    t = time.perf_counter()
+                    for i in range(writes):
+                        await timed(s, "PUT", f"{engine.url}/v1/data/kubernetes/replicasets/ns{i % 20}/rs{i}",
+                                    json=replicaset(i, gen=i + 7))
+                    wps = writes / (time.perf_counter() - t)
+                    after_burst = await timed(s, "POST", engine.url + QUERY, json=RS_INPUT)
+                    health = [await timed(s, "GET", engine.url + "/health") for _ in range(300)]
+                    mirror = await mirror_counters(s, engine)
+                    rss = server_rss(engine.process)
+                    if naive is not None:  # baseline: the naive engine, same data, same interleaving
+                        await load(s, naive.url, n)
+                        base = await interleaved(s, naive.url, 25, n, kinds=("update",))
+                        rss_naive = f" (baseline engine: {server_rss(naive.process)})"
+            finally:
+                if naive is not None:
+                    await naive.close()
+            described = srv.describe()
+            external = engine.external
+
+    print(f"### {'external OPA' if external else 'fedplace-engine'} — placement policy, {queries} sequential queries "
+          "per size, over HTTP\n")
+    print(f"{described}\n")
     print("| objects (clusters) | query p50 (ms) | query p99 (ms) |")
     print("|---:|---:|---:|")
     for n, lat in rows:
@@ -172,16 +178,19 @@ async def run(queries: int, writes: int) -> None:
               f"| {med(rounds):.2f} |")
         return med(rounds)
 
-    upd = row("incremental (default)", "update existing object", inc["update"])
-    row("incremental (default)", "add new object", inc["add"])
-    naive_upd = row("baseline: `--data-sync reload`", "update existing object", base["update"])
-    print(f"\n- ratio baseline / incremental, update + query round p50: {naive_upd / upd:.1f}x")
+    measured = "external OPA" if external else "incremental (default)"
+    upd = row(measured, "update existing object", inc["update"])
+    row(measured, "add new object", inc["add"])
+    if base is not None:
+        naive_upd = row("baseline: `--data-sync reload`", "update existing object", base["update"])
+        print(f"\n- ratio baseline / incremental, update + query round p50: {naive_upd / upd:.1f}x")
+    else:
+        print(f"\n- baseline `--data-sync reload`: {devstack_only('a second devstack engine in that mode')}")
     print(f"- single-object PUT throughput at 10,000 objects: {wps:,.0f} writes/s (sequential, one client); "
           f"first query after {writes:,} writes: {after_burst:.1f} ms")
     print(f"- GET /health round trip p50: {med(health):.2f} ms (HTTP floor)")
-    print(f"- data mirror over the run: {mirror['rebuilds']} full reloads, {mirror['merges']} merged additions, "
-          f"{mirror['overlays']} overlay replacements, {mirror['removals']} removals")
-    print(f"- engine RSS after the run: {rss:.0f} MB (baseline engine: {rss_naive:.0f} MB)")
+    print(f"- data mirror over the run: {mirror}")
+    print(f"- engine RSS after the run: {rss}{rss_naive}")
     print(f"- bench wall time: {time.perf_counter() - t0:.0f} s")
 
 
@@ -189,8 +198,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queries", type=int, default=500)
     parser.add_argument("--writes", type=int, default=2000)
-    args = parser.parse_args()
-    asyncio.run(run(args.queries, args.writes))
+    add_server_flags(parser, opa=True)
+    asyncio.run(run(parser.parse_args()))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
 """Benchmark opa-kube-sync: initial replication, peak RSS, and event-to-OPA lag.
 
 Usage: .venv/bin/python bench/sync.py [--replicasets 10000] [--clusters 1000] [--rate 200] [--seconds 10]
+       [--opa-url URL [--opa-token-file PATH]] [--kubeconfig PATH]
 
-Starts the devstack engine and API server, creates the objects, then starts
-opa-kube-sync as a subprocess and measures:
+Starts the devstack engine and API server (or uses external ones, see
+bench/common.py), creates the objects, then starts opa-kube-sync as a
+subprocess and measures:
 
 * initial replication: process start → /readyz (every type listed and pushed,
   sentinel written), and the same minus the process's own start-up (→ /healthz);
@@ -11,7 +13,9 @@ opa-kube-sync as a subprocess and measures:
 * lag under a steady stream of updates: from the API server acknowledging a
   PATCH to OPA serving the new value (polled), p50/p99;
 * baseline, same run: loading the same objects into a fresh engine with one PUT
-  per object — kube-mgmt's per-event path.
+  per object — kube-mgmt's per-event path. Against an external OPA there is no
+  fresh engine to start: the objects go into the same OPA under
+  ``data.bench_baseline`` (the output says so).
 """
 
 from __future__ import annotations
@@ -25,27 +29,26 @@ import time
 from pathlib import Path
 
 import aiohttp
+from kubernetes_asyncio import client
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import pct, post_all  # noqa: E402
+from bench.common import Opa, add_server_flags, pct, post_all, proc_mb, servers  # noqa: E402
+from common.kube_client import kube_json  # noqa: E402
 from devstack.federation import CLUSTER_CRD, CLUSTERS_PATH  # noqa: E402
 from devstack.launch import ServerProcess, wait_http  # noqa: E402
+from sync import replicated_root  # noqa: E402
+from sync.sentinel import SENTINEL_PATH  # noqa: E402
 
 NAMESPACES = 20
+RS_PATH = "/apis/apps/v1/replicasets"
+BASELINE_ROOT = "bench_baseline"  # the baseline's document on an external OPA
 
 
-def proc_status(pid: int, field: str) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def rs(i: int) -> dict:
+def rs(i: int, namespaces: list[str]) -> dict:
     name = f"rs{i}"
     return {"apiVersion": "apps/v1", "kind": "ReplicaSet",
-            "metadata": {"name": name, "namespace": f"ns{i % NAMESPACES}", "labels": {"app": name, "gen": "0"},
+            "metadata": {"name": name, "namespace": namespaces[i % NAMESPACES], "labels": {"app": name, "gen": "0"},
                          "annotations": {"policy.federation.alpha.kubernetes.io/pci-compliance-level": str(i % 3)}},
             "spec": {"replicas": 3, "selector": {"matchLabels": {"app": name}},
                      "template": {"metadata": {"labels": {"app": name}},
@@ -58,71 +61,80 @@ def cluster(i: int) -> dict:
             "status": {"region": "europe-west1" if i % 2 else "us-east1"}}
 
 
-async def run(n_rs: int, n_clusters: int, rate: float, seconds: float) -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="bench-sync-"))
-    kubeconfig = tmp / "kubeconfig"
-    engine = ServerProcess("engine", ["-m", "devstack.engine", "--listen", "127.0.0.1:{port}", "--log-level", "warning"],
-                           "/health", tmp).start()
-    kube = ServerProcess("kube", ["-m", "devstack.kube", "--listen", "127.0.0.1:{port}", "--history", "100000",
-                                  "--write-kubeconfig", str(kubeconfig), "--log-level", "warning"],
-                         "/version", tmp).start()
-    baseline_engine = ServerProcess("engine-baseline", ["-m", "devstack.engine", "--listen", "127.0.0.1:{port}",
-                                                        "--log-level", "warning"], "/health", tmp).start()
-    sync: ServerProcess | None = None
+async def baseline(s: aiohttp.ClientSession, opa: Opa, tmp: Path, objs: list[tuple[str, dict]]) -> tuple[float, str]:
+    """Seconds to PUT ``objs`` (paths under the replicated root) one by one into a fresh
+    devstack engine, or into ``data.bench_baseline`` of the external OPA; and which it was."""
+    if opa.external:
+        opa.owns(documents=(BASELINE_ROOT,))
+        target, root, where = opa, BASELINE_ROOT, f"the same external OPA, under data.{BASELINE_ROOT}"
+    else:
+        target, root, where = Opa.start(tmp, "engine-baseline"), "kubernetes", "a fresh devstack engine"
     try:
-        async with aiohttp.ClientSession() as s:
-            await post_all(s, kube.url, [("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                                                 "metadata": {"name": f"ns{i}"}})
-                                         for i in range(NAMESPACES)])
-            async with s.post(kube.url + "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=CLUSTER_CRD) as r:
-                assert r.status == 201
-            t = time.perf_counter()
-            await post_all(s, kube.url, [(f"/apis/apps/v1/namespaces/ns{i % NAMESPACES}/replicasets", rs(i))
-                                         for i in range(n_rs)])
-            await post_all(s, kube.url, [(CLUSTERS_PATH, cluster(i))
-                                         for i in range(n_clusters)])
-            print(f"created {n_rs:,} ReplicaSets + {n_clusters:,} clusters in {time.perf_counter() - t:.1f}s",
-                  file=sys.stderr)
-
-            sync = ServerProcess("sync", [
-                "-m", "sync", "--opa-url", engine.url + "/v1", "--kubeconfig", str(kubeconfig),
-                "--listen", "127.0.0.1:{port}", "--replicate", "apps/v1/replicasets",
-                "--replicate-cluster", "federation.fedplace.io/v1beta1/clusters", "--enable-policies=false",
-                "--log-level", "warning"], "/healthz", tmp)
-            t0 = time.perf_counter()
-            sync.start()
-            t_alive = time.perf_counter() - t0
-            wait_http(sync.url + "/readyz", timeout=120, proc=sync.proc)
-            t_ready = time.perf_counter() - t0
-            async with s.get(engine.url + "/v1/data/kubernetes/replicasets") as r:
-                doc = await r.json()
-            replicated = sum(len(v) for v in doc["result"].values())
-            assert replicated == n_rs, replicated
-
-            hist_before = await lag_histogram(s, sync.url)
-            lags = await measure_lag(s, kube.url, engine.url, n_rs, rate, seconds)
-            hist = diff_histogram(await lag_histogram(s, sync.url), hist_before)
-            rss_peak = proc_status(sync.proc.pid, "VmHWM")
-
-            # Baseline: the same objects, one PUT per object (kube-mgmt's per-event path).
-            t = time.perf_counter()
-            objs = [(f"/v1/data/kubernetes/replicasets/ns{i % NAMESPACES}/rs{i}", rs(i)) for i in range(n_rs)]
-            objs += [(f"/v1/data/kubernetes/clusters/c{i}", cluster(i)) for i in range(n_clusters)]
-            for path, body in objs:
-                async with s.put(baseline_engine.url + path, json=body) as r:
-                    assert r.status == 204
-            t_baseline = time.perf_counter() - t
+        t = time.perf_counter()
+        for path, body in objs:
+            async with s.put(f"{target.url}/v1/data/{root}/{path}", json=body) as r:
+                assert r.status == 204, await r.text()
+        return time.perf_counter() - t, where
     finally:
-        for p in (sync, baseline_engine, kube, engine):
-            if p is not None:
-                p.stop()
+        if target is not opa:
+            await target.close()
+
+
+async def run(args: argparse.Namespace) -> None:
+    n_rs, n_clusters, rate, seconds = args.replicasets, args.clusters, args.rate, args.seconds
+    tmp = Path(tempfile.mkdtemp(prefix="bench-sync-"))
+    async with servers(args, tmp, kube_args=["--history", "100000"]) as srv:
+        assert srv.opa is not None and srv.kube is not None
+        opa, kube = srv.opa, srv.kube
+        await kube.require_empty(RS_PATH, "the sync replicates every ReplicaSet and the figures count only ours")
+        opa.owns(documents=("kubernetes", SENTINEL_PATH[0]), policies=(replicated_root.POLICY_ID,))
+        namespaces = [await kube.namespace(f"ns{i}") for i in range(NAMESPACES)]
+        await kube.install_crd(CLUSTER_CRD, CLUSTERS_PATH)
+        t = time.perf_counter()
+        await post_all(kube.api, [(f"/apis/apps/v1/namespaces/{namespaces[i % NAMESPACES]}/replicasets",
+                                   rs(i, namespaces)) for i in range(n_rs)])
+        await post_all(kube.api, [(CLUSTERS_PATH, cluster(i)) for i in range(n_clusters)])
+        print(f"created {n_rs:,} ReplicaSets + {n_clusters:,} clusters in {time.perf_counter() - t:.1f}s",
+              file=sys.stderr)
+
+        sync = ServerProcess("sync", [
+            "-m", "sync", *opa.sync_flags(), "--kubeconfig", str(kube.kubeconfig),
+            "--listen", "127.0.0.1:{port}", "--replicate", "apps/v1/replicasets",
+            "--replicate-cluster", "federation.fedplace.io/v1beta1/clusters", "--enable-policies=false",
+            "--log-level", "warning"], "/healthz", tmp)
+        try:
+            async with opa.session() as s:
+                t0 = time.perf_counter()
+                sync.start()
+                t_alive = time.perf_counter() - t0
+                wait_http(sync.url + "/readyz", timeout=120, proc=sync.proc)
+                t_ready = time.perf_counter() - t0
+                async with s.get(opa.url + "/v1/data/kubernetes/replicasets") as r:
+                    doc = await r.json()
+                replicated = sum(len(v) for v in doc["result"].values())
+                assert replicated == n_rs, replicated
+
+                hist_before = await lag_histogram(s, sync.url)
+                lags = await measure_lag(s, kube.api, opa.url, namespaces, n_rs, rate, seconds)
+                hist = diff_histogram(await lag_histogram(s, sync.url), hist_before)
+                assert sync.proc is not None
+                rss_peak = proc_mb(sync.proc.pid, "VmHWM")
+
+                # Baseline: the same objects, one PUT per object (kube-mgmt's per-event path).
+                objs = [(f"replicasets/{namespaces[i % NAMESPACES]}/rs{i}", rs(i, namespaces)) for i in range(n_rs)]
+                objs += [(f"clusters/c{i}", cluster(i)) for i in range(n_clusters)]
+                t_baseline, baseline_where = await baseline(s, opa, tmp, objs)
+        finally:
+            sync.stop()
+        described = srv.describe()
+    print(f"{described}\n")
     n = n_rs + n_clusters
     print(f"| measurement | value |")
     print(f"|---|---:|")
     print(f"| initial replication of {n:,} objects, process start → ready | {t_ready:.2f} s |")
     print(f"| of which process start-up (→ /healthz) | {t_alive:.2f} s |")
     print(f"| initial replication after start-up | {t_ready - t_alive:.2f} s |")
-    print(f"| baseline: one PUT per object, same objects | {t_baseline:.2f} s |")
+    print(f"| baseline: one PUT per object, same objects, into {baseline_where} | {t_baseline:.2f} s |")
     print(f"| ratio baseline / sync (after start-up) | {t_baseline / max(t_ready - t_alive, 1e-9):.1f}x |")
     print(f"| sync peak RSS (VmHWM) | {rss_peak:.0f} MB |")
     total = int(rate * seconds)
@@ -158,13 +170,14 @@ def hist_quantile(hist: dict[float, float], q: float) -> float:
     return float("nan")
 
 
-async def measure_lag(s: aiohttp.ClientSession, kube: str, opa: str, n_rs: int, rate: float, seconds: float) -> list[float]:
+async def measure_lag(s: aiohttp.ClientSession, api: client.ApiClient, opa: str, namespaces: list[str], n_rs: int,
+                      rate: float, seconds: float) -> list[float]:
     """PATCH a label at ``rate``/s; for each, time until OPA serves the new value."""
     lags: list[float] = []
     tasks: list[asyncio.Task[None]] = []
 
     async def watch_for(i: int, gen: str, acked: float) -> None:
-        url = f"{opa}/v1/data/kubernetes/replicasets/ns{i % NAMESPACES}/rs{i}/metadata/labels/gen"
+        url = f"{opa}/v1/data/kubernetes/replicasets/{namespaces[i % NAMESPACES]}/rs{i}/metadata/labels/gen"
         deadline = acked + 10
         while time.perf_counter() < deadline:
             async with s.get(url) as r:
@@ -179,10 +192,8 @@ async def measure_lag(s: aiohttp.ClientSession, kube: str, opa: str, n_rs: int, 
         await asyncio.sleep(max(0.0, start + k / rate - time.perf_counter()))
         i = (k * 7919) % n_rs
         gen = str(k + 1)
-        async with s.patch(f"{kube}/apis/apps/v1/namespaces/ns{i % NAMESPACES}/replicasets/rs{i}",
-                           json={"metadata": {"labels": {"gen": gen}}},
-                           headers={"Content-Type": "application/merge-patch+json"}) as r:
-            assert r.status == 200, await r.text()
+        await kube_json(api, "PATCH", f"/apis/apps/v1/namespaces/{namespaces[i % NAMESPACES]}/replicasets/rs{i}",
+                        body={"metadata": {"labels": {"gen": gen}}}, content_type="application/merge-patch+json")
         tasks.append(asyncio.create_task(watch_for(i, gen, time.perf_counter())))
     await asyncio.gather(*tasks)
     return lags
@@ -194,8 +205,8 @@ def main() -> None:
     p.add_argument("--clusters", type=int, default=1_000)
     p.add_argument("--rate", type=float, default=200.0)
     p.add_argument("--seconds", type=float, default=10.0)
-    a = p.parse_args()
-    asyncio.run(run(a.replicasets, a.clusters, a.rate, a.seconds))
+    add_server_flags(p, opa=True, kube=True)
+    asyncio.run(run(p.parse_args()))
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from admission.config import config_from_mapping
 from admission.webhook import Webhook
 from common.kube_client import KubeApiError, kube_json
 from common.opa_client import OpaClient, OpaSettings
+from tests.fixtures.kube import ScratchNamespaces
 
 PACKAGE = "package io.k8s.federation.admission\n\n"
 POLICY_ID = "fedplace-tests/admission.rego"
@@ -160,9 +161,8 @@ async def ensure_namespace(api: client.ApiClient, name: str) -> None:
 
 
 @pytest.fixture
-async def harness(opa: Any, kube_api: client.ApiClient) -> AsyncIterator[Harness]:
-    policy_ns = f"fedplace-policy-{uuid.uuid4().hex[:8]}"
-    await ensure_namespace(kube_api, policy_ns)
+async def harness(opa: Any, kube_api: client.ApiClient, kube_namespaces: ScratchNamespaces) -> AsyncIterator[Harness]:
+    policy_ns = await kube_namespaces.create("fedplace-policy")
     await ensure_namespace(kube_api, "default")
     opa_client = OpaClient(OpaSettings(url=opa.url, token=opa.token))
     webhook = Webhook(make_config(opa.url, opa.token, policy_ns), api=kube_api)
@@ -183,7 +183,3 @@ async def harness(opa: Any, kube_api: client.ApiClient) -> AsyncIterator[Harness
             except Exception:  # noqa: BLE001 - best-effort cleanup
                 pass
         await opa_client.close()
-        try:
-            await kube_json(kube_api, "DELETE", f"/api/v1/namespaces/{policy_ns}")
-        except KubeApiError:
-            pass

@@ -18,7 +18,8 @@ from kubernetes_asyncio.client.rest import ApiException
 from admission.webhook import Webhook
 from common.kube_client import KubeApiError, kube_json
 from devstack.launch import ServerProcess
-from tests.admission.conftest import Harness, ensure_namespace, replicaset, review
+from tests.admission.conftest import Harness, replicaset, review
+from tests.fixtures.kube import ScratchNamespaces
 
 WEBHOOK_NAME = "placement.fedplace.io"
 MWC_PATH = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
@@ -68,42 +69,35 @@ async def registered(harness: Harness, tls_webhook: tuple[Webhook, trustme.CA]) 
             pass
 
 
-async def test_api_server_calls_the_webhook_over_tls(harness: Harness, registered: str) -> None:
+async def test_api_server_calls_the_webhook_over_tls(harness: Harness, registered: str,
+                                                    kube_namespaces: ScratchNamespaces) -> None:
     h = harness
     await h.put_policy(POLICY)
     await h.add_policy_configmap(webhooks=h.extra)
-    ns = f"fedplace-e2e-{uuid.uuid4().hex[:6]}"
-    await ensure_namespace(h.api, ns)
+    ns = await kube_namespaces.create("fedplace-e2e")
     apps = client.AppsV1Api(h.api)
-    try:
-        created = await apps.create_namespaced_replica_set(ns, replicaset(name="web", namespace=ns,
-                                                                          annotations={"team": "a"}))
-        ann = created.metadata.annotations
-        assert ann["federation.kubernetes.io/replica-set-preferences"] == '{"rebalance":true}'
-        assert ann["team"] == "a"
+    created = await apps.create_namespaced_replica_set(ns, replicaset(name="web", namespace=ns,
+                                                                      annotations={"team": "a"}))
+    ann = created.metadata.annotations
+    assert ann["federation.kubernetes.io/replica-set-preferences"] == '{"rebalance":true}'
+    assert ann["team"] == "a"
 
-        big = replicaset(name="big", namespace=ns)
-        big["spec"]["replicas"] = 50
-        with pytest.raises(ApiException) as err:
-            await apps.create_namespaced_replica_set(ns, big)
-        assert err.value.status == 403
-        status = json.loads(err.value.body)
-        assert status["message"].startswith(f'admission webhook "{WEBHOOK_NAME}" denied the request: ')
-        assert "replicas above 10 are not placeable" in status["message"]
-    finally:
-        try:
-            await kube_json(h.api, "DELETE", f"/api/v1/namespaces/{ns}")
-        except KubeApiError:
-            pass
+    big = replicaset(name="big", namespace=ns)
+    big["spec"]["replicas"] = 50
+    with pytest.raises(ApiException) as err:
+        await apps.create_namespaced_replica_set(ns, big)
+    assert err.value.status == 403
+    status = json.loads(err.value.body)
+    assert status["message"].startswith(f'admission webhook "{WEBHOOK_NAME}" denied the request: ')
+    assert "replicas above 10 are not placeable" in status["message"]
 
 
 async def test_the_command_serves_and_stops_on_sigterm_without_logging_the_token(
-        opa: Any, kube: Any, kube_api: client.ApiClient, tmp_path: Path) -> None:
+        opa: Any, kube: Any, kube_api: client.ApiClient, kube_namespaces: ScratchNamespaces, tmp_path: Path) -> None:
     token = opa.token or f"not-a-real-token-{uuid.uuid4().hex}"
     token_file = tmp_path / "opa.token"
     token_file.write_text(token + "\n")
-    policy_ns = f"fedplace-policy-{uuid.uuid4().hex[:8]}"
-    await ensure_namespace(kube_api, policy_ns)
+    policy_ns = await kube_namespaces.create("fedplace-policy")
     await kube_json(kube_api, "POST", f"/api/v1/namespaces/{policy_ns}/configmaps", body={
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "p"}, "data": {}})
     proc = ServerProcess("admission", [

@@ -190,7 +190,7 @@ annotations := {
     assert patched_object(bare, await h.admit(bare))["metadata"]["annotations"]["team"] == "platform"
 
 
-async def test_errors_deny_listing_every_error_with_aggregated_events(harness: Harness) -> None:
+async def test_errors_deny_listing_every_error_with_aggregated_events(harness: Harness, kube_namespace: str) -> None:
     h = harness
     await h.put_policy("""
 errors contains "requested replica-set-preferences includes invalid clusters" if {
@@ -202,14 +202,14 @@ errors contains "pci-compliance-level 3 is not available" if {
 annotations := {"fedplace.io/placed": "yes"}
 """)
     await h.add_policy_configmap()
-    obj = replicaset(name="", generateName="denied-", annotations={"fedplace.io/bad": "true"})
+    obj = replicaset(name="", generateName="denied-", namespace=kube_namespace, annotations={"fedplace.io/bad": "true"})
 
     # A dry run is decided the same way but writes no Event.
     dry = await h.admit(obj, dry_run=True)
     assert dry["allowed"] is False
     assert h.webhook.recorder is not None
     await h.webhook.recorder.flush()
-    assert await events_for(h, "default", "denied-", "PlacementDenied") == []
+    assert await events_for(h, kube_namespace, "denied-", "PlacementDenied") == []
 
     d = Delta()
     for _ in range(2):
@@ -221,28 +221,28 @@ annotations := {"fedplace.io/placed": "yes"}
     assert d("fedplace_admission_requests_total", outcome="denied") == 2
 
     async def aggregated() -> list[dict[str, Any]]:
-        evs = await events_for(h, "default", "denied-", "PlacementDenied")
+        evs = await events_for(h, kube_namespace, "denied-", "PlacementDenied")
         return evs if evs and evs[0].get("count") == 2 else []
     evs = await eventually(aggregated, 5, "one PlacementDenied Event with count 2")
     assert len(evs) == 1
     ev = evs[0]
     assert ev["type"] == "Warning"
-    assert ev["involvedObject"]["kind"] == "ReplicaSet" and ev["involvedObject"]["namespace"] == "default"
+    assert ev["involvedObject"]["kind"] == "ReplicaSet" and ev["involvedObject"]["namespace"] == kube_namespace
     assert "invalid clusters" in ev["message"]
 
 
-async def test_undefined_decision_fails_closed(harness: Harness) -> None:
+async def test_undefined_decision_fails_closed(harness: Harness, kube_namespace: str) -> None:
     h = harness  # a ConfigMap exists, but no module defines the decision document
     await h.add_policy_configmap()
     d = Delta()
-    obj = replicaset(name="undecided")
+    obj = replicaset(name="undecided", namespace=kube_namespace)
     resp = await h.admit(obj)
     assert resp["allowed"] is False
     assert "no policy decision" in resp["status"]["message"]
     assert d("fedplace_admission_fail_closed_total", cause="undefined") == 1
 
     async def event() -> list[dict[str, Any]]:
-        return await events_for(h, "default", "undecided", "PolicyEngineUnavailable")
+        return await events_for(h, kube_namespace, "undecided", "PolicyEngineUnavailable")
     evs = await eventually(event, 5, "a PolicyEngineUnavailable Event")
     assert "no policy decision" in evs[0]["message"]
 

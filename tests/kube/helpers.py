@@ -6,7 +6,6 @@ import asyncio
 import base64
 import json
 import ssl
-import uuid
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable
@@ -14,10 +13,20 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 import trustme
 from aiohttp import web
 from kubernetes_asyncio import client
+from kubernetes_asyncio.client.rest import ApiException
+
+from devstack.scratch import unique_name
+from tests.fixtures.kube import KubeServer
 
 
 def unique(prefix: str = "t") -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+    return unique_name(prefix)
+
+
+def singular_names(kube: KubeServer, singular: str) -> set[str]:
+    """What discovery may send as a resource's ``singularName``: kube-apiserver
+    before 1.27 sends "" for built-in types; the devstack always the singular."""
+    return {singular, ""} if kube.external else {singular}
 
 
 async def raw(api: client.ApiClient, method: str, path: str, query: list[tuple[str, Any]] | None = None,

@@ -23,6 +23,7 @@ from common.opa_client import OpaClient, OpaSettings
 from remediator.config import RemediatorSettings
 from remediator.remediator import ApiObjectSource, Remediator
 from sync import replicated_root
+from tests.fixtures.kube import ScratchNamespaces
 from tests.metrics import metric
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,6 +70,13 @@ async def mirror(api, opa, clusters: dict[str, Any]) -> None:
 async def annotations_of(api, name: str) -> dict[str, str]:
     obj = await kube_json(api, "GET", RS.object_path(name, NS))
     return obj["metadata"].get("annotations") or {}
+
+
+@pytest.fixture(autouse=True)
+def fresh_namespace(kube_namespaces: ScratchNamespaces, monkeypatch: pytest.MonkeyPatch) -> None:
+    """NS names a fresh namespace in every test: a real API server still has the
+    previous test's, Terminating (tests/fixtures/kube.py)."""
+    kube_namespaces.rebind(monkeypatch, globals(), NS="shop")
 
 
 @pytest.fixture
@@ -256,8 +264,8 @@ async def test_object_deleted_during_pass_is_skipped(world, opa):
 
 async def test_two_replicas_one_leader_patches(world, opa):
     api = world
-    a, source_a, client_a = make(api, opa, leader_election=True, identity="replica-a", lease_namespace="default")
-    b, source_b, client_b = make(api, opa, leader_election=True, identity="replica-b", lease_namespace="default")
+    a, source_a, client_a = make(api, opa, leader_election=True, identity="replica-a", lease_namespace=NS)
+    b, source_b, client_b = make(api, opa, leader_election=True, identity="replica-b", lease_namespace=NS)
     tasks = [asyncio.create_task(a.run()), asyncio.create_task(b.run())]
     try:
         await source_a.load()
@@ -271,7 +279,7 @@ async def test_two_replicas_one_leader_patches(world, opa):
         follower = b if leader is a else a
         assert leader.passes >= 1 and follower.passes == 0
         assert prefs(await annotations_of(api, "pci2")) == {"eu-a"}
-        lease = await kube_json(api, "GET", "/apis/coordination.k8s.io/v1/namespaces/default/leases/fedplace-remediator")
+        lease = await kube_json(api, "GET", f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/fedplace-remediator")
         assert lease["spec"]["holderIdentity"] == leader.leader.identity
     finally:
         for t in tasks:

@@ -22,6 +22,7 @@ from sync.app import SyncApp
 from sync.config import parse_args
 from sync.policies import STATUS_ANNOTATION
 from sync.replicate import LAST_APPLIED, layout, strip
+from tests.fixtures.kube import ScratchNamespaces
 from tests.metrics import metric
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,8 +70,9 @@ async def mirrored(api, opa, res: Resource, root: str = "kubernetes") -> bool:
     return got == want
 
 
-async def policies_mirrored(api, opa, namespace: str = POLICY_NS) -> bool:
-    """OPA's modules under ``<namespace>/`` equal the ConfigMaps' data keys, source for source."""
+async def policies_mirrored(api, opa, namespace: str | None = None) -> bool:
+    """OPA's modules under ``<namespace>/`` (POLICY_NS by default) equal the ConfigMaps' data keys, source for source."""
+    namespace = namespace or POLICY_NS
     try:
         doc = await kube_json(api, "GET", CM.collection_path(namespace))
     except KubeApiError as exc:
@@ -139,6 +141,15 @@ async def put_configmap(api, name: str, data: dict[str, str]) -> None:
 
 
 
+@pytest.fixture(autouse=True)
+def fresh_namespaces(kube_namespaces: ScratchNamespaces, monkeypatch: pytest.MonkeyPatch) -> None:
+    """NS and POLICY_NS (REMEDIATE's too) name fresh namespaces in every test: a real
+    API server still has the previous test's, Terminating (tests/fixtures/kube.py)."""
+    old = POLICY_NS
+    kube_namespaces.rebind(monkeypatch, globals(), NS="apps", POLICY_NS="policy")
+    monkeypatch.setitem(globals(), "REMEDIATE", tuple(POLICY_NS if a == old else a for a in REMEDIATE))
+
+
 @pytest.fixture
 async def world(kube, kube_api, opa):
     await create_ns(kube_api, NS)
@@ -199,20 +210,21 @@ async def test_initial_replication_and_changes(world, opa, start_sync):
         assert line in text, line
 
 
-async def test_ignored_namespaces_are_not_replicated(world, opa, start_sync):
+async def test_ignored_namespaces_are_not_replicated(world, opa, start_sync, kube_namespaces):
     api = world
-    await create_ns(api, "skipped")
-    await kube_json(api, "POST", RS.collection_path("skipped"), body={**rs_body("hidden"),
-                                                                     "metadata": {"name": "hidden", "namespace": "skipped"}})
-    await start_sync("--replicate-ignore-namespaces", "skipped,other")
-    await kube_json(api, "POST", RS.collection_path("skipped"), body={**rs_body("hidden2"),
-                                                                     "metadata": {"name": "hidden2", "namespace": "skipped"}})
+    skipped = kube_namespaces.reserve("skipped")
+    await create_ns(api, skipped)
+    await kube_json(api, "POST", RS.collection_path(skipped), body={**rs_body("hidden"),
+                                                                   "metadata": {"name": "hidden", "namespace": skipped}})
+    await start_sync("--replicate-ignore-namespaces", f"{skipped},other")
+    await kube_json(api, "POST", RS.collection_path(skipped), body={**rs_body("hidden2"),
+                                                                   "metadata": {"name": "hidden2", "namespace": skipped}})
     await kube_json(api, "POST", RS.collection_path(NS), body=rs_body("seen"))
 
     async def only_apps() -> bool:
         got = await opa_data(opa, "kubernetes", "replicasets") or {}
         want = await api_view(api, RS)
-        del want["skipped"]
+        del want[skipped]
         return got == want
 
     await eventually(only_apps, what="only the non-ignored namespace replicated")
