@@ -7,7 +7,7 @@ export NO_PROXY := 127.0.0.1,localhost,::1
 export no_proxy := $(NO_PROXY)
 export RUST_BACKTRACE := 0
 
-.PHONY: install test demo bench clean
+.PHONY: install test demo bench clean node-admit-demo
 
 install: $(STAMP)
 
@@ -29,6 +29,10 @@ test: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m devstack.demo
 
+# Node-level pod admission (KEP-2823): a pod admitted and one rejected, with the reasons.
+node-admit-demo: $(STAMP)
+	$(PY) -m devstack.nodeadmit_demo
+
 # BENCH_ARGS: server flags for every benchmark, e.g. BENCH_ARGS="--opa-url URL --kubeconfig PATH"
 # (external scratch servers instead of devstack ones; see docs/benchmarks.md).
 bench: $(STAMP)
@@ -36,6 +40,7 @@ bench: $(STAMP)
 	$(PY) bench/kube.py $(BENCH_ARGS)
 	$(PY) bench/sync.py $(BENCH_ARGS)
 	$(PY) bench/remediation.py $(BENCH_ARGS)
+	$(PY) bench/nodeadmit.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

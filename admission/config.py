@@ -33,14 +33,15 @@ The original proposal's format is accepted too: ``{"EnforceSchedulingPolicy":
 from __future__ import annotations
 
 import argparse
-import json
-import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
-from urllib.parse import urlsplit, urlunsplit
 
-import yaml
-
+from common.config import ConfigError, OpaEndpoint, opa_section, read_config_file, retry_section, split_opa_url
+from common.config import number as _number
+from common.config import only as _only
+from common.config import readable as _readable
+from common.config import section as _section
+from common.config import string as _string
 from common.retry import Backoff
 
 __all__ = [
@@ -61,14 +62,6 @@ MAX_WEBHOOK_TIMEOUT = 30.0  # admissionregistration's timeoutSeconds upper bound
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
-class ConfigError(ValueError):
-    """Invalid configuration; ``field`` names the setting at fault."""
-
-    def __init__(self, field_name: str, message: str) -> None:
-        super().__init__(f"{field_name}: {message}")
-        self.field = field_name
-
-
 @dataclass(frozen=True)
 class TlsConfig:
     cert_file: str | None = None
@@ -82,22 +75,10 @@ class TlsConfig:
 
 
 @dataclass(frozen=True)
-class OpaConfig:
-    url: str = "http://127.0.0.1:8181"
+class OpaConfig(OpaEndpoint):
+    """The ``opa`` section (:func:`common.config.opa_section`), the federation decision by default."""
+
     decision_path: str = DEFAULT_DECISION_PATH
-    token: str | None = field(default=None, repr=False)
-    token_file: str | None = None
-    ca_file: str | None = None
-    timeout: float = 2.0
-
-    @property
-    def decision_url(self) -> str:
-        return self.url.rstrip("/") + self.decision_path
-
-    @property
-    def query_path(self) -> str:
-        """The document path under ``/v1/data/`` (``io/k8s/federation/admission``)."""
-        return self.decision_path[len("/v1/data/"):].strip("/")
 
 
 @dataclass(frozen=True)
@@ -132,37 +113,6 @@ class AdmissionConfig:
 # -- helpers -------------------------------------------------------------------
 
 
-def split_opa_url(url: str, field_name: str = "opa.url") -> tuple[str, str | None]:
-    """Split an OPA URL into (server root, decision path or None).
-
-    ``http://opa:8181``, ``http://opa:8181/v1`` → (root, None);
-    ``http://opa:8181/v1/data/io/k8s/x`` → (root, ``/v1/data/io/k8s/x``).
-    """
-    if not isinstance(url, str) or not url.strip():
-        raise ConfigError(field_name, "must be a non-empty URL")
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https"):
-        raise ConfigError(field_name, f"{url!r}: scheme must be http or https")
-    if not parts.hostname:
-        raise ConfigError(field_name, f"{url!r}: no host")
-    try:
-        parts.port  # noqa: B018 - validates the port
-    except ValueError as exc:
-        raise ConfigError(field_name, f"{url!r}: {exc}") from exc
-    if parts.query or parts.fragment:
-        raise ConfigError(field_name, f"{url!r}: no query or fragment allowed")
-    path = parts.path.rstrip("/")
-    decision: str | None = None
-    idx = path.find("/v1/data/")
-    if idx >= 0:
-        decision = path[idx:]
-        path = path[:idx]
-    elif path.endswith("/v1"):
-        path = path[: -len("/v1")]
-    root = urlunsplit((parts.scheme, parts.netloc, path, "", ""))
-    return root, decision
-
-
 def _parse_listen(value: Any) -> tuple[str, int]:
     if not isinstance(value, str) or ":" not in value:
         raise ConfigError("listen", f"{value!r}: expected HOST:PORT")
@@ -175,54 +125,6 @@ def _parse_listen(value: Any) -> tuple[str, int]:
     if not 0 <= port <= 65535:
         raise ConfigError("listen", f"{value!r}: port out of range")
     return host or "0.0.0.0", port
-
-
-def _number(section: Mapping[str, Any], key: str, name: str, default: float, *, positive: bool = True,
-            maximum: float | None = None) -> float:
-    value = section.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(name, f"{value!r}: must be a number")
-    value = float(value)
-    if positive and value <= 0:
-        raise ConfigError(name, f"{value}: must be > 0")
-    if value < 0:
-        raise ConfigError(name, f"{value}: must be >= 0")
-    if maximum is not None and value > maximum:
-        raise ConfigError(name, f"{value}: must be <= {maximum:g}")
-    return value
-
-
-def _string(section: Mapping[str, Any], key: str, name: str, default: str | None = None) -> str | None:
-    value = section.get(key, default)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise ConfigError(name, f"must be a string, got {type(value).__name__}")
-    return value or None
-
-
-def _section(doc: Mapping[str, Any], key: str) -> dict[str, Any]:
-    value = doc.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise ConfigError(key, "must be a mapping")
-    return dict(value)
-
-
-def _only(section: Mapping[str, Any], allowed: Sequence[str], prefix: str) -> None:
-    for key in section:
-        if key not in allowed:
-            name = f"{prefix}.{key}" if prefix else str(key)
-            raise ConfigError(name, f"unknown setting (expected one of: {', '.join(allowed)})")
-
-
-def _readable(path: str | None, name: str) -> str | None:
-    if path is None:
-        return None
-    if not os.path.isfile(path) or not os.access(path, os.R_OK):
-        raise ConfigError(name, f"{path!r}: not a readable file")
-    return path
 
 
 _TOP = ("listen", "tls", "kubeconfig", "policy_namespace", "opa", "deadline", "retry", "max_body_bytes",
@@ -267,37 +169,12 @@ def config_from_mapping(doc: Mapping[str, Any]) -> AdmissionConfig:
     tls = TlsConfig(cert, key, client_ca,
                     _number(tls_doc, "reload_interval", "tls.reload_interval", TlsConfig.reload_interval))
 
-    opa_doc = _section(doc, "opa")
-    _only(opa_doc, ("url", "decision_path", "token", "token_file", "ca_file", "timeout"), "opa")
-    root, path_in_url = split_opa_url(opa_doc.get("url", OpaConfig.url))
-    decision_path = _string(opa_doc, "decision_path", "opa.decision_path")
-    if decision_path and path_in_url and decision_path != path_in_url:
-        raise ConfigError("opa.decision_path", f"conflicts with the path in opa.url ({path_in_url})")
-    decision_path = decision_path or path_in_url or DEFAULT_DECISION_PATH
-    if not decision_path.startswith("/v1/data/") or len(decision_path.strip("/")) <= len("v1/data"):
-        raise ConfigError("opa.decision_path", f"{decision_path!r}: must start with /v1/data/ and name a document")
-    token = _string(opa_doc, "token", "opa.token")
-    token_file = _readable(_string(opa_doc, "token_file", "opa.token_file"), "opa.token_file")
-    if token and token_file:
-        raise ConfigError("opa.token", "set opa.token or opa.token_file, not both")
-    opa = OpaConfig(
-        url=root,
-        decision_path="/" + decision_path.strip("/"),
-        token=token,
-        token_file=token_file,
-        ca_file=_readable(_string(opa_doc, "ca_file", "opa.ca_file"), "opa.ca_file"),
-        timeout=_number(opa_doc, "timeout", "opa.timeout", OpaConfig.timeout, maximum=MAX_WEBHOOK_TIMEOUT),
-    )
+    opa = opa_section(doc, OpaConfig, default_decision_path=DEFAULT_DECISION_PATH,
+                      max_timeout=MAX_WEBHOOK_TIMEOUT)
 
     deadline = _number(doc, "deadline", "deadline", 5.0, maximum=MAX_WEBHOOK_TIMEOUT - 1)
 
-    retry_doc = _section(doc, "retry")
-    _only(retry_doc, ("initial", "max", "jitter"), "retry")
-    initial = _number(retry_doc, "initial", "retry.initial", Backoff.initial)
-    maximum = _number(retry_doc, "max", "retry.max", Backoff.maximum)
-    if maximum < initial:
-        raise ConfigError("retry.max", f"{maximum} is below retry.initial ({initial})")
-    jitter = _number(retry_doc, "jitter", "retry.jitter", Backoff.jitter, positive=False)
+    retry = retry_section(doc)
 
     max_body = doc.get("max_body_bytes", AdmissionConfig.max_body_bytes)
     if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1024:
@@ -327,7 +204,7 @@ def config_from_mapping(doc: Mapping[str, Any]) -> AdmissionConfig:
         policy_namespace=namespace,
         opa=opa,
         deadline=deadline,
-        retry=Backoff(initial=initial, maximum=maximum, jitter=jitter),
+        retry=retry,
         max_body_bytes=max_body,
         events=events,
         log_level=log_level.lower(),
@@ -375,27 +252,6 @@ _FLAG_TARGETS: dict[str, tuple[str, ...]] = {
     "deadline": ("deadline",),
     "log_level": ("log_level",),
 }
-
-
-def read_config_file(path: str) -> dict[str, Any]:
-    """Parse a YAML or JSON file (JSON is YAML); empty file → {}."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as exc:
-        raise ConfigError("--config", f"{path!r}: {exc.strerror or exc}") from exc
-    try:
-        doc = yaml.safe_load(text) if text.strip() else {}
-    except yaml.YAMLError as exc:
-        try:
-            doc = json.loads(text)
-        except ValueError:
-            raise ConfigError("--config", f"{path!r}: not valid YAML or JSON: {exc}") from exc
-    if doc is None:
-        doc = {}
-    if not isinstance(doc, dict):
-        raise ConfigError("--config", f"{path!r}: top level must be a mapping")
-    return doc
 
 
 def load_config(argv: Sequence[str] | None = None) -> AdmissionConfig:

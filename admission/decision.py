@@ -32,6 +32,7 @@ from typing import Any
 from admission.patches import InvalidPatch, build_patch
 from admission.review import AdmissionRequest
 from common.annotations import canonical_value
+from common.opa_query import OpaOutcome
 
 __all__ = [
     "Decision",
@@ -47,35 +48,6 @@ REASON_DENIED = "PlacementDenied"
 REASON_ENGINE = "PolicyEngineUnavailable"
 UNCHECKED_OPERATIONS = frozenset({"DELETE", "CONNECT"})
 RESULT_KEYS = ("errors", "annotations", "patch", "patches")
-
-
-@dataclass(frozen=True)
-class OpaOutcome:
-    """What the query step got from OPA.
-
-    Exactly one of: a defined ``result``; ``defined=False`` (200 without
-    ``result``); or ``error`` (the cause, after retries) with its ``error_kind``
-    (``unavailable``, ``malformed``, ``request``).
-    """
-
-    result: Any = None
-    defined: bool = True
-    error: str | None = None
-    error_kind: str = ""
-    attempts: int = 1
-    query_path: str = ""
-
-    @classmethod
-    def ok(cls, result: Any, attempts: int = 1, query_path: str = "") -> "OpaOutcome":
-        return cls(result=result, attempts=attempts, query_path=query_path)
-
-    @classmethod
-    def undefined(cls, attempts: int = 1, query_path: str = "") -> "OpaOutcome":
-        return cls(defined=False, attempts=attempts, query_path=query_path)
-
-    @classmethod
-    def failed(cls, kind: str, cause: str, attempts: int = 1, query_path: str = "") -> "OpaOutcome":
-        return cls(defined=False, error=cause, error_kind=kind, attempts=attempts, query_path=query_path)
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from kubernetes_asyncio import client
 
 from common.kube_client import KubeApiError, kube_json
 
-__all__ = ["EventRecorder", "InvolvedObject", "involved_object"]
+__all__ = ["EventRecorder", "InvolvedObject", "event_body", "involved_object"]
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,31 @@ def involved_object(obj: dict[str, Any], namespace: str | None = None) -> Involv
 
 def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def event_body(obj: InvolvedObject, event_type: str, reason: str, message: str, component: str, *,
+               host: str | None = None, now: str | None = None) -> dict[str, Any]:
+    """A new core/v1 Event (``count: 1``) about ``obj``, in its namespace (``default`` when
+    cluster-scoped); ``host`` is ``source.host`` (the node, for a kubelet's Events)."""
+    now = now or _now()
+    # A generateName prefix ends in "-", which cannot end a DNS label: trim it (and cap the length).
+    name = f"{obj.name[:200].rstrip('-.') or 'object'}.{uuid.uuid4().hex[:16]}"
+    source = {"component": component, **({"host": host} if host else {})}
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": obj.namespace or "default"},
+        "involvedObject": obj.as_ref(),
+        "reason": reason,
+        "message": message[:MAX_MESSAGE],
+        "type": event_type,
+        "source": source,
+        "reportingComponent": component,
+        **({"reportingInstance": host} if host else {}),
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
 
 
 @dataclass
@@ -161,23 +186,8 @@ class EventRecorder:
                 if exc.status != 404:
                     raise
                 self._aggregates.pop(key, None)  # deleted or expired: start again
-        # A generateName prefix ends in "-", which cannot end a DNS label: trim it (and cap the length).
-        name = f"{obj.name[:200].rstrip('-.') or 'object'}.{uuid.uuid4().hex[:16]}"
-        involved = obj.as_ref()
-        event = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"name": name, "namespace": namespace},
-            "involvedObject": involved,
-            "reason": reason,
-            "message": message,
-            "type": event_type,
-            "source": {"component": self.component},
-            "reportingComponent": self.component,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
+        event = event_body(obj, event_type, reason, message, self.component, now=now)
+        name = event["metadata"]["name"]
         await kube_json(self.api, "POST", f"/api/v1/namespaces/{namespace}/events", body=event)
         self.sent += 1
         if len(self._aggregates) > 10_000:

@@ -176,11 +176,13 @@ def expand_env(args: list[str], env: dict[str, str]) -> list[str]:
 
 @functools.lru_cache(maxsize=None)
 def rego_sources() -> dict[str, str]:
-    """{file name: source} of every deployable module under policies/: not the tests, and not
-    ``generated/`` (what opa-kube-sync writes into OPA itself, see sync/replicated_root.py)."""
+    """{file name: source} of every deployable module under policies/: not the tests, not
+    ``generated/`` (what opa-kube-sync writes into OPA itself, see sync/replicated_root.py), and
+    not the node-local packs (NODE_LOCAL in deploy/scripts/sync-policy-configmap.py)."""
     return {p.name: p.read_text(encoding="utf-8")
             for p in sorted((ROOT / "policies").rglob("*.rego"))
-            if not p.name.endswith("_test.rego") and "generated" not in p.relative_to(ROOT / "policies").parts}
+            if not p.name.endswith("_test.rego") and "generated" not in p.relative_to(ROOT / "policies").parts
+            and p.relative_to(ROOT / "policies").parts[0] not in ("nodeadmission",)}
 
 
 def iter_docs(path: Path) -> Iterator[dict[str, Any]]:

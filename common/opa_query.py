@@ -1,0 +1,159 @@
+"""One OPA decision query, retried inside a deadline — shared by every request path.
+
+Both places that must answer within a caller's time limit ask OPA the same
+way: the admission webhook (for the API server's ``timeoutSeconds``) and the
+node admission plugin ``fedplace-node-admit`` (for the plugin manager's
+timeout). :func:`query_within_deadline` POSTs ``{"input": …}`` to a document
+with :class:`~common.opa_client.OpaClient`, retrying
+:class:`~common.opa_client.OpaUnavailable` (connection errors, timeouts, 429,
+5xx) with exponential backoff and jitter, honouring ``Retry-After``, all inside
+one :class:`~common.retry.Deadline`. Each attempt's timeout is
+``min(per-attempt timeout, deadline.remaining())``. Malformed answers and other
+4xx are not retried. When the deadline cuts the last attempt short, the
+failure reported is OPA's own last one (e.g. its 500), not the cut.
+
+It never raises for an OPA failure: the result is an :class:`OpaOutcome`,
+which the caller maps onto its own decision (and fails closed on). Callers
+observe attempts and retries through optional hooks (the webhook's metrics).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from tenacity import RetryCallState
+
+from common.opa_client import (
+    OpaClient,
+    OpaError,
+    OpaMalformedResponse,
+    OpaRequestError,
+    OpaUnavailable,
+    OpaUndefined,
+)
+from common.retry import Backoff, Deadline, deadline_retrying
+
+__all__ = ["MIN_ATTEMPT_SECONDS", "OpaOutcome", "QueryHooks", "error_kind", "query_within_deadline"]
+
+log = logging.getLogger(__name__)
+
+MIN_ATTEMPT_SECONDS = 0.01
+
+
+@dataclass(frozen=True)
+class OpaOutcome:
+    """What the query step got from OPA.
+
+    Exactly one of: a defined ``result``; ``defined=False`` (200 without
+    ``result``); or ``error`` (the cause, after retries) with its ``error_kind``
+    (``unavailable``, ``malformed``, ``request``).
+    """
+
+    result: Any = None
+    defined: bool = True
+    error: str | None = None
+    error_kind: str = ""
+    attempts: int = 1
+    query_path: str = ""
+
+    @classmethod
+    def ok(cls, result: Any, attempts: int = 1, query_path: str = "") -> "OpaOutcome":
+        return cls(result=result, attempts=attempts, query_path=query_path)
+
+    @classmethod
+    def undefined(cls, attempts: int = 1, query_path: str = "") -> "OpaOutcome":
+        return cls(defined=False, attempts=attempts, query_path=query_path)
+
+    @classmethod
+    def failed(cls, kind: str, cause: str, attempts: int = 1, query_path: str = "") -> "OpaOutcome":
+        return cls(defined=False, error=cause, error_kind=kind, attempts=attempts, query_path=query_path)
+
+
+@dataclass(frozen=True)
+class QueryHooks:
+    """Observers of one query: ``attempt(result_label, seconds)`` after every attempt
+    (labels ``ok``, ``undefined``, ``unavailable``, ``malformed``, ``request``) and
+    ``retry()`` before every retry."""
+
+    attempt: Callable[[str, float], None] | None = None
+    retry: Callable[[], None] | None = None
+
+
+def error_kind(exc: OpaError) -> str:
+    """``unavailable``, ``malformed`` or ``request``: how an OPA error is reported."""
+    if isinstance(exc, OpaMalformedResponse):
+        return "malformed"
+    if isinstance(exc, OpaRequestError):
+        return "request"
+    return "unavailable"
+
+
+async def query_within_deadline(
+    client: OpaClient,
+    query_path: str,
+    input_doc: Any,
+    *,
+    deadline: Deadline,
+    attempt_timeout: float,
+    backoff: Backoff = Backoff(),
+    hooks: QueryHooks = QueryHooks(),
+) -> OpaOutcome:
+    """Query ``data.<query_path>`` with ``input_doc`` as input; never raises for OPA errors."""
+    attempts = 0
+    # The last failure that was OPA's own, not an attempt cut short by the deadline:
+    # that is what an operator needs to read in the denial.
+    last_cause: str | None = None
+
+    def before_sleep(state: RetryCallState) -> None:
+        if hooks.retry is not None:
+            hooks.retry()
+        exc = state.outcome.exception() if state.outcome else None
+        log.info("OPA decision attempt failed; retrying",
+                 extra={"attempt": state.attempt_number, "error": str(exc),
+                        "sleep_s": round(state.upcoming_sleep, 3),
+                        "deadline_left_s": round(deadline.remaining(), 3)})
+
+    async def attempt_once() -> Any:
+        nonlocal attempts, last_cause
+        remaining = deadline.remaining()
+        if remaining < MIN_ATTEMPT_SECONDS:
+            raise OpaUnavailable("deadline exceeded before the attempt")
+        attempts += 1
+        started = time.monotonic()
+        result_label = "ok"
+        timeout = min(attempt_timeout, remaining)
+        try:
+            return await client.query(query_path, input_doc, undefined_ok=False, timeout=timeout)
+        except OpaUndefined:
+            result_label = "undefined"
+            raise
+        except OpaError as exc:
+            result_label = error_kind(exc)
+            if not (timeout < attempt_timeout and "timed out" in exc.message):
+                last_cause = exc.message
+            raise
+        finally:
+            if hooks.attempt is not None:
+                hooks.attempt(result_label, time.monotonic() - started)
+
+    try:
+        async for attempt in deadline_retrying(deadline, (OpaUnavailable,), backoff, before_sleep=before_sleep):
+            with attempt:
+                result = await attempt_once()
+        return OpaOutcome.ok(result, attempts=attempts, query_path=query_path)
+    except OpaUndefined:
+        return OpaOutcome.undefined(attempts=attempts, query_path=query_path)
+    except OpaUnavailable as exc:
+        cause = exc.message
+        if last_cause is not None and (deadline.expired() or cause.startswith("deadline exceeded")):
+            cause = last_cause  # the final attempt was only cut short by the deadline
+        if exc.retry_after is not None and exc.retry_after >= deadline.remaining():
+            cause = f"{cause} (Retry-After {exc.retry_after:g}s is beyond the {deadline.seconds:g}s deadline)"
+        elif deadline.expired() or "timed out" in cause:
+            cause = f"{cause} (deadline {deadline.seconds:g}s)"
+        return OpaOutcome.failed("unavailable", cause, attempts=attempts, query_path=query_path)
+    except OpaError as exc:
+        return OpaOutcome.failed(error_kind(exc), exc.message, attempts=attempts, query_path=query_path)

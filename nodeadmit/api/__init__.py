@@ -1,0 +1,1 @@
+"""The gRPC form of the plugin protocol: podadmission.proto and its generated (committed) stubs."""
