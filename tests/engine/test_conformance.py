@@ -262,6 +262,29 @@ async def test_package_and_root_combine_base_and_virtual_documents(opa):
     assert fedtest["authz"]["deny"] == ["o1 is bad"] and "allow" not in fedtest["authz"]
 
 
+@pytest.mark.parametrize("order", [("plain", "importing"), ("importing", "plain")])
+async def test_package_split_over_modules_with_imports(opa, order):
+    """Packs put rules into one package from several modules, some with imports: the
+    package document holds every module's rules, whatever the load order (regorus,
+    evaluating the package as a whole, dropped those of an importing module loaded
+    second)."""
+    modules = {
+        "plain": 'package fedtest.decision\n\nerrors contains "from plain"\n\npatches["plain"] := [1]\n',
+        "importing": ('package fedtest.decision\n\nimport data.fedtest.lib\n\n'
+                      'errors contains "from importing" if lib.two == 2\n\n'
+                      'patches["importing"] := [lib.double(1)]\n\nfour := lib.double(lib.two)\n'),
+    }
+    assert (await opa.put_policy("fedtest/lib", LIB + "\ntwo := 2\n"))[0] == 200
+    for name in order:
+        assert (await opa.put_policy(f"fedtest/{name}", modules[name]))[0] == 200
+    status, body = await opa.query("fedtest/decision", {})
+    assert status == 200
+    assert body["result"] == {"errors": ["from importing", "from plain"], "four": 4,
+                              "patches": {"importing": [2], "plain": [1]}}
+    status, body = await opa.query("fedtest", {})
+    assert status == 200 and body["result"]["decision"]["four"] == 4 and body["result"]["lib"] == {"two": 2}
+
+
 async def test_malformed_query_bodies_are_400(opa):
     for raw in ("{not json", "[1, 2]"):
         status, body = await opa.request("POST", "/v1/data/fedtest", data=raw,

@@ -40,7 +40,8 @@ def _path(rng: random.Random, tree) -> tuple[str, ...]:
 
 
 def _engine_view(state: EngineState):
-    return state._evaluate(("kv",), MISSING)
+    """What the interpreter itself sees at data.kv (one reference, evaluated by regorus)."""
+    return state._eval_refs([("kv",)], MISSING)[0]
 
 
 @pytest.mark.parametrize("seed", range(15))
