@@ -276,10 +276,13 @@ class EngineState:
                 result[key] = value
         return result
 
+    def _rule_paths(self) -> set[Path]:
+        return {r.path for r in self._rules() if r.kind != "function"}
+
     def _rule_documents_under(self, path: Path) -> list[Path] | None:
         """The outermost rule paths strictly under ``path``, or None when ``path`` is at or
         inside a rule (one reference evaluates it)."""
-        rules = {r.path for r in self._rules() if r.kind != "function"}
+        rules = self._rule_paths()
         if any(_is_prefix(r, path) for r in rules):
             return None
         under = [r for r in rules if _is_prefix(path, r)]
@@ -301,9 +304,11 @@ class EngineState:
         values = self._eval_refs(rules, input_doc)
         base = read_path(self.tree, path)
         doc: Any = base if isinstance(base, dict) else {}
-        for pkg in self.packages:
-            if _is_prefix(path, pkg) and lookup(doc, pkg[len(path):]) is MISSING:
-                doc = set_path(doc, pkg[len(path):], {})  # a package is an object, even empty
+        # Packages and the inner nodes of rule heads (p.q in `p.q.r := …`) are objects, even empty.
+        nodes = set(self.packages) | {r[:-1] for r in self._rule_paths()}
+        for node in nodes:
+            if _is_prefix(path, node) and lookup(doc, node[len(path):]) is MISSING:
+                doc = set_path(doc, node[len(path):], {})
         for rule, value in zip(rules, values):
             if value is not MISSING:
                 doc = set_path(doc, rule[len(path):], value)

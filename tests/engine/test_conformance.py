@@ -285,6 +285,13 @@ async def test_package_split_over_modules_with_imports(opa, order):
     assert status == 200 and body["result"]["decision"]["four"] == 4 and body["result"]["lib"] == {"two": 2}
 
 
+async def test_undefined_ref_head_rules_leave_their_parent_an_empty_object(opa):
+    assert (await opa.put_policy("fedtest/heads", 'package fedtest.heads\n\npatches["a"] := 1 if false\n\n'
+                                                 's contains 1 if false\n\ndeep.er.x := 1 if false\n'))[0] == 200
+    status, body = await opa.query("fedtest/heads", {})
+    assert status == 200 and body["result"] == {"patches": {}, "s": [], "deep": {"er": {}}}
+
+
 async def test_malformed_query_bodies_are_400(opa):
     for raw in ("{not json", "[1, 2]"):
         status, body = await opa.request("POST", "/v1/data/fedtest", data=raw,
