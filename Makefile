@@ -41,6 +41,8 @@ bench: $(STAMP)
 	$(PY) bench/sync.py $(BENCH_ARGS)
 	$(PY) bench/remediation.py $(BENCH_ARGS)
 	$(PY) bench/nodeadmit.py $(BENCH_ARGS)
+	$(PY) bench/limitrange.py $(BENCH_ARGS)
+	$(PY) bench/schedulingpolicy.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

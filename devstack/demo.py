@@ -9,7 +9,13 @@ server; then shows
 1. a ReplicaSet admitted with the policy's replica-set-preferences;
 2. one denied with the policy's message;
 3. a cluster's PCI level downgraded → the affected ReplicaSets remediated;
-4. OPA restarted → its data and policies restored by the sync.
+4. OPA restarted → its data and policies restored by the sync;
+5. the LimitRange pack (devstack/demo_limitrange.py): switched on by its
+   ConfigMap, a default injected, a violation explained, ``fedplace-limits``;
+6. the SchedulingPolicy pack (devstack/demo_schedulingpolicy.py): switched on
+   with its deploy component, a Deployment denied naming the component, the
+   value and the policies considered, then a RoleBinding granting the team its
+   policy and a pod template defaulted.
 
 It prints a placement table before and after, and exits 0 only if every step
 behaved as expected. Logs of every process are kept in ``.devstack/demo/``.
@@ -31,6 +37,9 @@ from typing import Any, Awaitable, Callable
 from kubernetes_asyncio import client, config
 
 from common.kube_client import KubeApiError, kube_json
+from devstack.demo_limitrange import limitrange_steps
+from devstack.demo_schedulingpolicy import CRDS as SCHEDULINGPOLICY_CRDS, SYNC_FLAGS as SCHEDULINGPOLICY_SYNC_FLAGS
+from devstack.demo_schedulingpolicy import schedulingpolicy_steps
 from devstack.federation import CLUSTER_CRD, CLUSTERS_PATH, cluster
 from devstack.launch import ServerProcess
 from devstack.tls import make_ca_and_cert
@@ -121,6 +130,7 @@ def policy_configmap() -> dict[str, Any]:
         "placement.rego": ROOT / "policies/federation/placement.rego",
         "placement-lib.rego": ROOT / "policies/federation/lib.rego",
         "remediation.rego": ROOT / "policies/lib/remediation.rego",
+        "podspec.rego": ROOT / "policies/lib/podspec.rego",  # where packs find a pod spec
     }
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "federation-placement", "namespace": POLICY_NS},
@@ -172,6 +182,8 @@ async def demo_steps(api: client.ApiClient, work: Path, logs: Path, engine: Serv
         await kube_json(api, "POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace",
                                                                   "metadata": {"name": ns}})
     await kube_json(api, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=CLUSTER_CRD)
+    for crd in SCHEDULINGPOLICY_CRDS:  # before the sync, which replicates SchedulingPolicies
+        await kube_json(api, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=crd)
     await eventually(lambda: _served(api), 10, "the Cluster CRD to be served")
     for name, region, pci in CLUSTERS:
         await kube_json(api, "POST", CLUSTERS_PATH, body=cluster(name, region, pci))
@@ -182,6 +194,8 @@ async def demo_steps(api: client.ApiClient, work: Path, logs: Path, engine: Serv
         "-m", "sync", "--opa-url", engine.url + "/v1", "--opa-token-file", str(work / "opa.token"),
         "--kubeconfig", str(kubeconfig), "--listen", "127.0.0.1:{port}",
         "--replicate", "apps/v1/replicasets", "--replicate-cluster", "federation.fedplace.io/v1beta1/clusters",
+        "--replicate", "v1/limitranges",  # the LimitRange pack (devstack/demo_limitrange.py)
+        *SCHEDULINGPOLICY_SYNC_FLAGS,  # the SchedulingPolicy pack (devstack/demo_schedulingpolicy.py)
         "--policy-namespace", POLICY_NS, "--opa-check-interval", "0.5",
         "--remediate", "enforce", "--remediate-debounce", "0.2", "--remediate-interval", "30",
         "--leader-election-namespace", "opa", "--notifications-token-file", str(work / "notify.token")],
@@ -282,6 +296,8 @@ async def demo_steps(api: client.ApiClient, work: Path, logs: Path, engine: Serv
     await kube_json(api, "POST", RS_PATH.format(ns="shop"), body=rs_body("checkout", {EU: "true", PCI: "2"}))
     final = await print_table(api, "placement after the restart:")
     check(final["checkout"] == "gce-europe-west1", "a new ReplicaSet is decided on the restored state")
+    await limitrange_steps(api, engine, 8, say=say, step=step, check=check, eventually=eventually)
+    await schedulingpolicy_steps(api, 11, say=say, step=step, check=check, eventually=eventually)
     say("\nAll steps behaved as expected.")
 
 

@@ -174,15 +174,22 @@ def expand_env(args: list[str], env: dict[str, str]) -> list[str]:
     return out
 
 
+NODE_LOCAL_PACKS = ("nodeadmission",)  # policy for the OPA on each node: never in the control plane
+
+
 @functools.lru_cache(maxsize=None)
-def rego_sources() -> dict[str, str]:
-    """{file name: source} of every deployable module under policies/: not the tests, not
-    ``generated/`` (what opa-kube-sync writes into OPA itself, see sync/replicated_root.py), and
-    not the node-local packs (NODE_LOCAL in deploy/scripts/sync-policy-configmap.py)."""
-    return {p.name: p.read_text(encoding="utf-8")
-            for p in sorted((ROOT / "policies").rglob("*.rego"))
-            if not p.name.endswith("_test.rego") and "generated" not in p.relative_to(ROOT / "policies").parts
-            and p.relative_to(ROOT / "policies").parts[0] not in ("nodeadmission",)}
+def rego_sources() -> dict[str, dict[str, str]]:
+    """{ConfigMap name: {key: source}} the base ships: one ConfigMap ``fedplace-<folder>`` per
+    top-level folder of policies/, keyed by file name — not the tests, not ``generated/``
+    (what opa-kube-sync writes into OPA itself, see sync/replicated_root.py), and not the
+    node-local packs."""
+    out: dict[str, dict[str, str]] = {}
+    for folder in sorted(p for p in (ROOT / "policies").iterdir() if p.is_dir() and p.name not in NODE_LOCAL_PACKS):
+        files = {f.name: f.read_text(encoding="utf-8") for f in sorted(folder.glob("*.rego"))
+                 if not f.name.endswith("_test.rego")}
+        if files:
+            out["fedplace-" + folder.name] = files
+    return out
 
 
 def iter_docs(path: Path) -> Iterator[dict[str, Any]]:

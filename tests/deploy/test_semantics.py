@@ -466,21 +466,20 @@ def test_lease_access_is_limited_to_the_remediator_lease(overlay: Rendered):
 
 
 def test_policy_configmaps_hold_exactly_the_policy_sources(overlay: Rendered):
-    cms = [o for o in overlay.of_kind("ConfigMap") if o["metadata"].get("namespace") == POLICY_NS]
+    """One ConfigMap per pack folder, each holding exactly that folder's modules (module ids
+    are <namespace>/<configmap>/<key>, so packs may reuse file names)."""
+    cms = {o["metadata"]["name"]: o.get("data") or {} for o in overlay.of_kind("ConfigMap")
+           if o["metadata"].get("namespace") == POLICY_NS}
     assert cms, "no policy ConfigMap"
-    data: dict[str, str] = {}
-    for cm in cms:
-        for key, value in (cm.get("data") or {}).items():
-            assert key not in data, f"{key} twice"
-            data[key] = value
-    assert data == rego_sources()
-    assert not any(k.endswith("_test.rego") for k in data)
+    assert cms == rego_sources()
+    assert not any(k.endswith("_test.rego") for data in cms.values() for k in data)
 
 
 def test_policy_configmap_names_are_stable(overlay: Rendered):
     """No kustomize hash suffix: the sync keys modules by ConfigMap name."""
     names = {o["metadata"]["name"] for o in overlay.of_kind("ConfigMap") if o["metadata"].get("namespace") == POLICY_NS}
-    assert names == {"fedplace-federation", "fedplace-lib"}
+    assert {"fedplace-federation", "fedplace-lib"} <= names
+    assert all(n.startswith("fedplace-") and n.removeprefix("fedplace-").replace("-", "").isalnum() for n in names), names
 
 
 # -- the Cluster CRD -------------------------------------------------------------

@@ -1,0 +1,1 @@
+"""Views of what the policies decide, for people (the `fedplace` insight commands)."""

@@ -1,0 +1,672 @@
+# The LimitRange pack's logic (Rego v1): Kubernetes' LimitRanger admission
+# plugin (plugin/pkg/admission/limitranger/admission.go), evaluated on any
+# object carrying a pod spec — Pods and the pod templates of ReplicaSets,
+# Deployments, StatefulSets, DaemonSets, Jobs and CronJobs — against the
+# LimitRange objects opa-kube-sync replicates (--replicate v1/limitranges).
+# policies/limitrange/admission.rego turns the results into the admission
+# decision; view.rego into the human-readable report.
+#
+# What happens, in Kubernetes' order:
+#
+# 1. Every LimitRange item is defaulted as the API server stores it
+#    (SetDefaults_LimitRangeItem): for type Container, a missing default
+#    (limit) falls back to max, a missing defaultRequest to the default,
+#    then to min — so a min becomes the request of a container that sets
+#    none, unless the item names a default, defaultRequest or max for it.
+# 2. Defaults (mergeContainerResources): a container or init container that
+#    names no limit for a resource gets the default; one naming no request
+#    gets the defaultRequest — unless it names a limit, which is then its
+#    request (the API server's Pod defaulting, SetDefaults_Pod, copies limits
+#    to missing requests before admission; it is not patched here).
+#    Several LimitRanges: the first by name that defaults a resource wins
+#    (Kubernetes takes them in informer order, i.e. unspecified); within
+#    one LimitRange, the last Container item naming it.
+# 3. Checks (PodValidateLimitFunc) on the defaulted containers, for every
+#    item of every LimitRange: min / max / maxLimitRequestRatio per container
+#    and init container (type Container) and on the pod totals (type Pod).
+#    Only resources a LimitRange names are tracked.
+#
+# Pod totals (podRequests / podLimits in the LimitRanger, the scheduler's
+# rule): app containers and sidecars (init containers with restartPolicy
+# Always) are summed; each other init container runs alone beside the
+# sidecars started before it; the pod needs the larger of the two. A
+# container without the resource adds nothing. With pod-level resources
+# (spec.resources, PodLevelResources) cpu and memory are taken from there.
+#
+# Messages name who, what, the value and the bound and the LimitRange:
+#   container "app": memory limit 2Gi exceeds max 1Gi (LimitRange "limits" in "shop")
+# A malformed quantity — in the object or in a LimitRange — is a denial that
+# names it. An existing Pod (it has status.phase) is not checked again:
+# containers are immutable and Kubernetes skips Pod updates too.
+#
+# Written for the devstack engine's speed as much as OPA's: quantities are
+# parsed once per decision (parsed), constraints are checked with plain
+# integer comparisons in milli-units, and messages are built only for what
+# fails.
+package io.k8s.federation.limitrange
+
+import data.io.k8s.federation.limitrange.quantity
+import data.io.k8s.federation.podspec
+import data.io.k8s.federation.replicated
+
+namespace := input.metadata.namespace
+
+# The LimitRanges of the object's namespace, {name: LimitRange}.
+ranges := found if {
+	found := replicated.collection("limitranges")[namespace]
+	is_object(found)
+	count(found) > 0
+}
+
+range_names := sort([name | some name, _ in ranges])
+
+existing_pod if {
+	input.kind == "Pod"
+	input.status.phase
+}
+
+# Whether the pack has anything to say about the object.
+applies if {
+	podspec.spec
+	ranges
+	not existing_pod
+}
+
+fields := {"min", "max", "default", "defaultRequest", "maxLimitRequestRatio"}
+
+constraint_fields := ["min", "max", "maxLimitRequestRatio"]
+
+# -- LimitRange items ----------------------------------------------------------
+
+# The items that concern pods (type Container or Pod), in LimitRange name
+# order, then list order.
+raw_items := [{"pos": pos, "range": name, "index": index, "type": raw.type, "raw": raw} |
+	some pos, name in range_names
+	some index, raw in _list(object.get(ranges[name], ["spec", "limits"], []))
+	is_object(raw)
+	raw.type in {"Container", "Pod"}
+]
+
+# Every value of those items: {"pos", "range", "index", "type", "field", "r", "v"}.
+_entries := [{
+	"pos": item.pos, "range": item.range, "index": item.index, "type": item.type,
+	"field": field, "r": r, "v": v,
+} |
+	some item in raw_items
+	some field, values in item.raw
+	field in fields
+	is_object(values)
+	some r, v in values
+]
+
+# Every resource those items name; no other resource is looked at.
+tracked := {e.r | some e in _entries}
+
+# Every quantity the decision needs, parsed once: {value: parsed quantity}.
+parsed := {v: quantity.parse(v) | some v in _values}
+
+_values contains e.v if some e in _entries
+
+_values contains v if {
+	some c in containers
+	some _, v in c.requests
+}
+
+_values contains v if {
+	some c in containers
+	some _, v in c.limits
+}
+
+_values contains v if {
+	some _, values in _pod_level
+	some _, v in values
+}
+
+# The bounds (min, max, maxLimitRequestRatio) that parse: {"type", "field",
+# "r", "q", "range"}.
+bounds := [{"type": e.type, "field": e.field, "r": e.r, "q": q, "range": e.range} |
+	some e in _entries
+	e.field in {"min", "max", "maxLimitRequestRatio"}
+	q := parsed[e.v]
+	q.ok
+]
+
+# The same, by field: {"min": […], "max": […], "maxLimitRequestRatio": […]}.
+bounds_of := {field: [b | some b in bounds; b.field == field] | some field in constraint_fields}
+
+# SetDefaults_LimitRangeItem, then the LimitRanger's merge: the default limit
+# of a resource is the item's default, else its max; the default request the
+# item's defaultRequest, else that default limit, else its min. The first
+# LimitRange by name giving one wins; within one LimitRange its last
+# Container item. {r: {"q", "range", "field"}}.
+default_limits := {r: first[2] |
+	some r in tracked
+	candidates := sort([[item.pos, 0 - item.index, d] |
+		some item in raw_items
+		item.type == "Container"
+		d := _default_of(item, r, ["default", "max"])
+	])
+	first := candidates[0]
+}
+
+default_requests := {r: first[2] |
+	some r in tracked
+	candidates := sort([[item.pos, 0 - item.index, d] |
+		some item in raw_items
+		item.type == "Container"
+		d := _default_of(item, r, ["defaultRequest", "default", "max", "min"])
+	])
+	first := candidates[0]
+}
+
+# The first of the item's fields (in order) naming r, if its value parses.
+_default_of(item, r, order) := {"q": q, "range": item.range, "index": item.index, "field": field} if {
+	found := [[f, v] | some f in order; values := item.raw[f]; v := values[r]]
+	[field, v] := found[0]
+	q := parsed[v]
+	q.ok
+}
+
+# Malformed LimitRanges.
+range_errors contains msg if {
+	some e in _entries
+	q := parsed[e.v]
+	not q.ok
+	msg := sprintf("%s: spec.limits[%d].%s[%s] \"%s\" %s", [_range_ref(e.range), e.index, e.field, e.r, q.text, q.error])
+}
+
+range_errors contains msg if {
+	some name in range_names
+	not is_array(object.get(ranges[name], ["spec", "limits"], []))
+	msg := sprintf("%s: spec.limits is not a list", [_range_ref(name)])
+}
+
+range_errors contains msg if {
+	some name in range_names
+	some index, raw in _list(object.get(ranges[name], ["spec", "limits"], []))
+	not is_object(raw)
+	msg := sprintf("%s: spec.limits[%d] is not an object", [_range_ref(name), index])
+}
+
+range_errors contains msg if {
+	some item in raw_items
+	some field, values in item.raw
+	field in fields
+	not is_object(values)
+	msg := sprintf("%s: spec.limits[%d].%s is not a map of resource quantities", [_range_ref(item.range), item.index, field])
+}
+
+# -- containers ----------------------------------------------------------------
+
+# App containers, then init containers; requests and limits of tracked
+# resources only, as written in the object.
+containers := array.concat(
+	[_container("container", "containers", i, c, false) |
+		some i, c in _list(object.get(podspec.spec, "containers", []))
+	],
+	[_container("init container", "initContainers", i, c, object.get(c, "restartPolicy", "") == "Always") |
+		some i, c in _list(object.get(podspec.spec, "initContainers", []))
+	],
+)
+
+_container(kind, field, index, c, sidecar) := {
+	"kind": kind, "field": field, "index": index, "sidecar": sidecar, "name": object.get(c, "name", ""),
+	"resources": object.get(c, "resources", null),
+	"requests": _tracked(object.get(c, ["resources", "requests"], {})),
+	"limits": _tracked(object.get(c, ["resources", "limits"], {})),
+}
+
+_tracked(list) := {r: v | some r, v in _object(list); r in tracked}
+
+# Requests and limits after defaulting, per container (same order as
+# containers): {"requests": {r: value}, "limits": {r: value}}, each value
+# {"q", "source"} with source "explicit", "limit" (the request is the
+# container's limit) or "default" (plus the LimitRange's "range" and "field").
+effective := [{"requests": requests, "limits": limits} |
+	some c in containers
+	limits := object.union(
+		{r: e | some r, e in _default_limit_values; not c.limits[r]},
+		{r: {"q": parsed[v], "source": "explicit"} | some r, v in c.limits},
+	)
+	requests := object.union(
+		object.union(
+			{r: e | some r, e in _default_request_values; not c.requests[r]; not c.limits[r]},
+			{r: {"q": parsed[v], "source": "limit"} | some r, v in c.limits; not c.requests[r]},
+		),
+		{r: {"q": parsed[v], "source": "explicit"} | some r, v in c.requests},
+	)
+]
+
+_default_limit_values := {r: object.union(d, {"source": "default"}) | some r, d in default_limits}
+
+_default_request_values := {r: object.union(d, {"source": "default"}) | some r, d in default_requests}
+
+# -- pod totals ----------------------------------------------------------------
+
+# Pod-level requests and limits (spec.resources) of cpu and memory.
+_pod_level := {kind: values |
+	some kind in ["requests", "limits"]
+	values := {r: v |
+		some r, v in _object(object.get(podspec.spec, ["resources", kind], {}))
+		r in {"cpu", "memory"}
+		r in tracked
+	}
+}
+
+# The resources Pod items name: only those are totalled.
+pod_resources := {e.r | some e in _entries; e.type == "Pod"}
+
+pod_totals := {kind: {r: t | some r in pod_resources; t := _pod_total(kind, r)} | some kind in ["requests", "limits"]}
+
+_pod_total(kind, r) := {"q": q, "source": "pod"} if {
+	values := _pod_level[kind]
+	q := parsed[values[r]]
+	q.ok
+} else := {"q": q, "source": "total"} if {
+	running := [e.q |
+		some k in _running
+		values := effective[k]
+		of_kind := values[kind]
+		e := of_kind[r]
+		e.q.ok
+	]
+	init_phases := [quantity.total(parts) |
+		some k in _init
+		parts := [e.q |
+			some j in _init
+			_started_by(containers[j], j, k)
+			values := effective[j]
+			of_kind := values[kind]
+			e := of_kind[r]
+			e.q.ok
+		]
+		count(parts) > 0
+	]
+	phases := array.concat([quantity.total(running) | count(running) > 0], init_phases)
+	count(phases) > 0
+	q := _largest(phases)
+}
+
+# App containers and sidecars run for the pod's whole life (indexes in containers).
+_running := [k | some k, c in containers; _lives(c)]
+
+_lives(c) if c.field == "containers"
+
+_lives(c) if c.sidecar
+
+_init := [k | some k, c in containers; c.field == "initContainers"]
+
+# While init container k runs: itself and the sidecars before it.
+_started_by(_, j, k) if j == k
+
+_started_by(d, j, k) if {
+	d.sidecar
+	j < k
+}
+
+_largest(qs) := qs[0] if count(qs) == 1
+
+else := [q | some q in qs; every other in qs { not quantity.less(q, other) }][0]
+
+# -- mutation ------------------------------------------------------------------
+
+# What defaulting adds, per container index: {"limits": {r: text}, "requests": {r: text}}
+# (non-empty maps only).
+added := {k: adds |
+	some k, values in effective
+	adds := {kind: texts |
+		some kind in ["limits", "requests"]
+		texts := {r: e.q.text | some r, e in values[kind]; e.source == "default"}
+		count(texts) > 0
+	}
+	count(adds) > 0
+}
+
+# RFC 6902 operations adding the defaults to the object as submitted: the
+# resources object, or the limits / requests object, or single entries.
+patch := [op |
+	applies
+	some k, adds in added
+	some op in _container_ops(containers[k], adds)
+]
+
+# (The object tests come first: OPA and regorus disagree on
+# `not is_object(x)` when x is undefined.)
+_container_ops(c, adds) := [op |
+	some kind in ["limits", "requests"]
+	values := adds[kind]
+	some op in _kind_ops(c, kind, values)
+] if {
+	is_object(c.resources)
+} else := [{"op": "add", "path": _resources_path(c), "value": adds}]
+
+_kind_ops(c, kind, values) := [{"op": "add", "path": sprintf("%s/%s/%s", [_resources_path(c), kind, _escape(r)]), "value": values[r]} |
+	some r in sort([name | some name, _ in values])
+] if {
+	is_object(c.resources[kind])
+} else := [{"op": "add", "path": sprintf("%s/%s", [_resources_path(c), kind]), "value": values}]
+
+_resources_path(c) := sprintf("%s/%s/%d/resources", [podspec.pointer, c.field, c.index])
+
+_escape(key) := replace(replace(key, "~", "~0"), "/", "~1")
+
+# Kubernetes' own record of what it defaulted, on Pods (kubernetes.io/limit-ranger):
+# "LimitRanger plugin set: cpu, memory request for container app; cpu limit for container app".
+annotation := sprintf("LimitRanger plugin set: %s", [concat("; ", parts)]) if {
+	applies
+	input.kind == "Pod"
+	parts := [sprintf("%s %s for %s %s", [concat(", ", sort([r | some r, _ in adds[kind]])), singular, c.kind, c.name]) |
+		some k, adds in added
+		c := containers[k]
+		some kind in ["requests", "limits"]
+		adds[kind]
+		singular := _singular(kind)
+	]
+	count(parts) > 0
+}
+
+# What defaulting sets, in words, e.g.
+# container "app": cpu limit 500m (LimitRange "defaults").
+defaulted := [sprintf("%s: %s %s %s (LimitRange \"%s\")", [_who(containers[k]), r, _singular(kind), e.q.text, e.range]) |
+	applies
+	some k, values in effective
+	some kind in ["requests", "limits"]
+	of_kind := values[kind]
+	some r in sort([name | some name, _ in of_kind])
+	e := of_kind[r]
+	e.source == "default"
+]
+
+# -- checks --------------------------------------------------------------------
+
+# What the checks of each item type look at: each container (Container), the
+# pod totals (Pod); "big" names the resources whose request or limit is
+# beyond MaxMilliValue (compared in units, on the exact path).
+subjects := {
+	"Container": [_subject(_who(c), effective[k]) | some k, c in containers],
+	"Pod": [_subject("pod", pod_totals)],
+}
+
+_subject(who, values) := {"who": who, "requests": values.requests, "limits": values.limits, "big": big} if {
+	big := {r |
+		some kind in ["requests", "limits"]
+		of_kind := values[kind]
+		some r, e in of_kind
+		e.q.ok
+		not e.q.small
+	}
+}
+
+# Every violated constraint; empty when the pack does not apply.
+violations contains msg if {
+	applies
+	some msg in range_errors
+}
+
+# Malformed quantities of the object.
+violations contains msg if {
+	applies
+	some c in containers
+	some kind in ["requests", "limits"]
+	some r, v in c[kind]
+	q := parsed[v]
+	not q.ok
+	msg := sprintf("%s: %s %s \"%s\" %s", [_who(c), r, _singular(kind), q.text, q.error])
+}
+
+violations contains msg if {
+	applies
+	some kind, values in _pod_level
+	some r, v in values
+	q := parsed[v]
+	not q.ok
+	msg := sprintf("pod: %s %s \"%s\" %s", [r, _singular(kind), q.text, q.error])
+}
+
+# One message per violated bound, the first problem found, as Kubernetes
+# reports it (minConstraint, maxConstraint, limitRequestRatioConstraint).
+# Cheap tests in milli-units find the failures; the message functions then
+# say what exactly fails. Values beyond MaxMilliValue take the exact path.
+violations contains msg if {
+	applies
+	some b in bounds_of.min
+	some s in subjects[b.type]
+	not s.requests[b.r]
+	msg := _message(s, b, _min_problem(s, b.r, b))
+}
+
+violations contains msg if {
+	applies
+	some b in bounds_of.min
+	b.q.small
+	some s in subjects[b.type]
+	some kind in ["requests", "limits"]
+	of_kind := s[kind]
+	of_kind[b.r].q.milli < b.q.milli
+	not b.r in s.big
+	msg := _message(s, b, _min_problem(s, b.r, b))
+}
+
+violations contains msg if {
+	applies
+	some b in bounds_of.max
+	some s in subjects[b.type]
+	not s.limits[b.r]
+	msg := _message(s, b, _max_problem(s, b.r, b))
+}
+
+violations contains msg if {
+	applies
+	some b in bounds_of.max
+	b.q.small
+	some s in subjects[b.type]
+	some kind in ["limits", "requests"]
+	of_kind := s[kind]
+	of_kind[b.r].q.milli > b.q.milli
+	not b.r in s.big
+	msg := _message(s, b, _max_problem(s, b.r, b))
+}
+
+violations contains msg if {
+	applies
+	some b in bounds_of.maxLimitRequestRatio
+	some s in subjects[b.type]
+	not _ratio_fine(s, b)
+	msg := _message(s, b, _ratio_problem(s, b.r, b))
+}
+
+# The exact path: a bound or a value beyond MaxMilliValue.
+violations contains msg if {
+	applies
+	some field in ["min", "max"]
+	some b in bounds_of[field]
+	not b.q.small
+	some s in subjects[b.type]
+	msg := _message(s, b, _problem(field, s, b.r, b))
+}
+
+violations contains msg if {
+	applies
+	some type, of_type in subjects
+	some s in of_type
+	some r in s.big
+	some field in ["min", "max"]
+	some b in bounds_of[field]
+	b.type == type
+	b.r == r
+	msg := _message(s, b, _problem(field, s, r, b))
+}
+
+_ratio_fine(s, b) if {
+	b.q.small
+	not b.r in s.big
+	request := s.requests[b.r].q.milli
+	limit := s.limits[b.r].q.milli
+	request > 0
+	limit > 0
+	limit * 1000 <= b.q.milli * request
+}
+
+_message(s, b, problem) := sprintf("%s: %s (%s)", [s.who, problem, _range_ref(b.range)])
+
+_problem(field, s, r, b) := _min_problem(s, r, b) if field == "min"
+
+_problem(field, s, r, b) := _max_problem(s, r, b) if field == "max"
+
+# min: a request is needed, at least min; a limit, if any, at least min too.
+_min_problem(s, r, b) := sprintf("no %s request, but min is %s", [r, b.q.text]) if {
+	not s.requests[r]
+} else := _says(s, r, "request", e, "is below min", b) if {
+	e := s.requests[r]
+	e.q.ok
+	_less(s, r, e, b)
+} else := _says(s, r, "limit", e, "is below min", b) if {
+	s.requests[r].q.ok
+	e := s.limits[r]
+	e.q.ok
+	_less(s, r, e, b)
+}
+
+# max: a limit is needed, at most max; a request, if any, at most max too.
+_max_problem(s, r, b) := sprintf("no %s limit, but max is %s", [r, b.q.text]) if {
+	not s.limits[r]
+} else := _says(s, r, "limit", e, "exceeds max", b) if {
+	e := s.limits[r]
+	e.q.ok
+	_more(s, r, e, b)
+} else := _says(s, r, "request", e, "exceeds max", b) if {
+	s.limits[r].q.ok
+	e := s.requests[r]
+	e.q.ok
+	_more(s, r, e, b)
+}
+
+# maxLimitRequestRatio: a non-zero request and limit, limit / request at most
+# the ratio — compared exactly (Kubernetes divides in float64, which can
+# refuse a ratio exactly equal to the bound; see docs/policies.md).
+_ratio_problem(s, r, b) := sprintf("%s maxLimitRequestRatio %s needs a non-zero request", [r, b.q.text]) if {
+	not _positive(s, "requests", r)
+	not _broken(s, "requests", r)
+} else := sprintf("%s maxLimitRequestRatio %s needs a non-zero limit", [r, b.q.text]) if {
+	_positive(s, "requests", r)
+	not _positive(s, "limits", r)
+	not _broken(s, "limits", r)
+} else := sprintf("%s limit %s is %s times the request %s, above maxLimitRequestRatio %s", [
+	r, _shown_in(s, r, limit), _ratio_text(lim, req), _shown_in(s, r, request), b.q.text,
+]) if {
+	request := s.requests[r]
+	limit := s.limits[r]
+	[req, lim] := _values_at(s, r, b, [request.q, limit.q])
+	req > 0
+	lim > 0
+	_ratio_exceeded(lim, req, b.q)
+}
+
+_positive(s, kind, r) if {
+	values := s[kind]
+	values[r].q.units > 0
+}
+
+_broken(s, kind, r) if {
+	values := s[kind]
+	e := values[r]
+	not e.q.ok
+}
+
+# A value and a bound compared at Kubernetes' precision: milli-units when the
+# subject's request and limit and the bound are all small, else units.
+_less(s, r, e, b) if {
+	_all_small(s, r, b)
+	e.q.milli < b.q.milli
+}
+
+_less(s, r, e, b) if {
+	not _all_small(s, r, b)
+	e.q.units < b.q.units
+}
+
+_more(s, r, e, b) if {
+	_all_small(s, r, b)
+	e.q.milli > b.q.milli
+}
+
+_more(s, r, e, b) if {
+	not _all_small(s, r, b)
+	e.q.units > b.q.units
+}
+
+_all_small(s, r, b) if {
+	not r in s.big
+	b.q.small
+}
+
+_values_at(s, r, b, qs) := [q.milli | some q in qs] if _all_small(s, r, b)
+
+else := [q.units | some q in qs]
+
+_ratio_exceeded(lim, req, ratio) if {
+	ratio.small
+	lim * 1000 > ratio.milli * req
+}
+
+_ratio_exceeded(lim, req, ratio) if {
+	not ratio.small
+	lim > ratio.units * req
+}
+
+# lim / req with at most two decimals, rounded down: 4, 7.5, 3.33.
+_ratio_text(lim, req) := format_int(hundredths / 100, 10) if {
+	hundredths := floor((lim * 100) / req)
+	hundredths % 100 == 0
+} else := sprintf("%d.%d", [floor(hundredths / 100), (hundredths % 100) / 10]) if {
+	hundredths := floor((lim * 100) / req)
+	hundredths % 10 == 0
+} else := sprintf("%d.%02d", [floor(hundredths / 100), hundredths % 100]) if {
+	hundredths := floor((lim * 100) / req)
+}
+
+# A request above its limit, caused by a default: the API server would refuse
+# the pod (ValidateResourceRequirements), so the pack says why first.
+violations contains msg if {
+	applies
+	some k, values in effective
+	some r, request in values.requests
+	limit := values.limits[r]
+	"default" in {request.source, limit.source}
+	request.q.ok
+	limit.q.ok
+	quantity.less(limit.q, request.q)
+	msg := sprintf("%s: %s request %s is above its limit %s", [_who(containers[k]), r, _shown(request), _shown(limit)])
+}
+
+# -- words ---------------------------------------------------------------------
+
+_says(s, r, what, e, relation, b) := sprintf("%s %s %s %s %s", [r, what, _shown_in(s, r, e), relation, b.q.text])
+
+_who(c) := sprintf("%s \"%s\"", [c.kind, c.name])
+
+_range_ref(name) := sprintf("LimitRange \"%s\" in \"%s\"", [name, namespace])
+
+_singular("requests") := "request"
+
+_singular("limits") := "limit"
+
+# A value as a message shows it: its text, and where it came from unless the
+# object itself set it. Pod totals are written out when needed.
+_shown_in(_, r, e) := sprintf("total %s", [quantity.format(e.q, r)]) if e.source == "total"
+
+else := _shown(e)
+
+_shown(e) := sprintf("%s (default from LimitRange \"%s\")", [e.q.text, e.range]) if e.source == "default"
+
+else := sprintf("%s (its limit)", [e.q.text]) if e.source == "limit"
+
+else := e.q.text
+
+_list(x) := x if is_array(x)
+
+else := []
+
+_object(x) := x if is_object(x)
+
+else := {}

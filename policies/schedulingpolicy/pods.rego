@@ -1,0 +1,192 @@
+# The SchedulingPolicy decision for a pod-bearing object (Rego v1).
+#
+# For a Pod, or the pod template of a ReplicaSet, Deployment, StatefulSet,
+# DaemonSet, Job or CronJob (data.io.k8s.federation.podspec):
+#
+# 1. the policies the pod's service account may `use` (rbac.rego) among the
+#    replicated SchedulingPolicies, in alphabetical order of name, less any
+#    the validation refuses (validate.rego);
+# 2. merged with the configured option (merge.rego);
+# 3. default values injected for the components the pod leaves unset
+#    (`patch`, RFC 6902 operations at the pod spec's path for the kind);
+# 4. the pod spec with those defaults checked (match.rego): each violation is
+#    an error naming the component, the offending value and the policies
+#    considered.
+#
+# Off until SchedulingPolicies are replicated (data.kubernetes.schedulingpolicies
+# exists): policies/ ships every pack in the base ConfigMaps, and deny-all-except
+# without any policy would refuse every pod that names a scheduler.
+#
+# Settings (optional module, package io.k8s.federation.schedulingpolicy.settings,
+# shipped as its own ConfigMap by deploy/components/schedulingpolicy):
+#   merge               "smart" (default) | "first" | "simple"
+#   exempt_tolerations  toleration rules never checked nor counted as "set"
+#                       (default: the not-ready / unreachable NoExecute
+#                       tolerations the API server adds to every Pod)
+package io.k8s.federation.schedulingpolicy
+
+import data.io.k8s.federation.podspec
+import data.io.k8s.federation.replicated
+import data.io.k8s.federation.schedulingpolicy.match
+import data.io.k8s.federation.schedulingpolicy.merge
+import data.io.k8s.federation.schedulingpolicy.rbac
+import data.io.k8s.federation.schedulingpolicy.validate
+
+prefix := "SchedulingPolicy"
+
+# ---- settings --------------------------------------------------------------
+
+merge_option := v if {
+	v := data.io.k8s.federation.schedulingpolicy.settings.merge
+} else := "smart"
+
+default_exempt_tolerations := [{
+	"keys": ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"],
+	"operators": ["Exists"],
+	"effects": ["NoExecute"],
+}]
+
+exempt_tolerations := v if {
+	v := data.io.k8s.federation.schedulingpolicy.settings.exempt_tolerations
+	is_array(v)
+} else := default_exempt_tolerations
+
+# ---- when the pack decides ---------------------------------------------------
+
+policies := replicated.collection("schedulingpolicies")
+
+enabled if is_object(policies)
+
+# A pod spec is checked when the pack is on, its settings are sound and the
+# RBAC it decides from is replicated (otherwise `errors` says why not).
+applies if {
+	enabled
+	podspec.spec
+	merge_option in merge.options
+	count(rbac.missing) == 0
+}
+
+# ---- whose policies ----------------------------------------------------------
+
+spec := podspec.spec
+
+namespace := rbac.namespace
+
+service_account := rbac.service_account
+
+granted := rbac.granted
+
+# Granted policies that exist, in alphabetical order.
+usable := sort([name | is_object(policies); some name, _ in policies]) if "*" in granted
+
+usable := sort([name | some name in granted; policies[name]]) if not "*" in granted
+
+# Policies are validated at their own admission (validate.rego) and by the
+# CRD schema, not here on every request: the merge and the checks read a
+# wrongly typed component as absent. A denial names usable policies the
+# validation refuses (computed only then).
+merged := merge.merged([merge.normalize(match.get(policies[name], "spec", {})) | some name in usable], merge_option)
+
+# ---- defaults ------------------------------------------------------------------
+
+# The default of each component the pod leaves unset: {field: value}.
+defaults := {field: value |
+	some field in merge.components["default"]
+	value := default_value(field)
+}
+
+default_value(field) := value if {
+	field in {"schedulerName", "priorityClassName"}
+	not specified(field)
+	value := merged["default"][field]
+	nonempty_string(value)
+}
+
+default_value(field) := value if {
+	field in {"nodeSelector", "affinity"}
+	not specified(field)
+	value := merged["default"][field]
+	nonempty_object(value)
+}
+
+# Tolerations the API server added itself (exempt) do not count as set: the
+# defaults are appended to them.
+default_value(field) := array.concat(match.tolerations(spec), value) if {
+	field == "tolerations"
+	value := merged["default"].tolerations
+	is_array(value)
+	count(value) > 0
+	every t in match.tolerations(spec) {
+		match.exempt_toleration(t, exempt_tolerations)
+	}
+}
+
+# Whether the pod spec sets a component. (The lookup happens inside: with x
+# undefined, `not f(x)` fails under OPA and holds under regorus.)
+specified(field) if nonempty_string(spec[field])
+
+specified(field) if nonempty_object(spec[field])
+
+nonempty_string(x) if {
+	is_string(x)
+	x != ""
+}
+
+nonempty_object(x) if {
+	is_object(x)
+	count(x) > 0
+}
+
+# The pod spec as it will be admitted.
+effective := object.union(spec, defaults)
+
+patch := [{"op": "add", "path": sprintf("%s/%s", [podspec.pointer, field]), "value": defaults[field]} |
+	some field in merge.components["default"]
+	defaults[field]
+]
+
+# ---- decision --------------------------------------------------------------------
+
+violations := match.violations(merged, effective, exempt_tolerations)
+
+errors contains msg if {
+	applies
+	some v in violations
+	msg := sprintf("%s: %s %s: %s; %s", [prefix, v.component, v.value, v.reason, considered])
+}
+
+errors contains msg if {
+	enabled
+	podspec.spec
+	not merge_option in merge.options
+	msg := sprintf("%s: setting merge %s is not one of %s (module io.k8s.federation.schedulingpolicy.settings)", [prefix, json.marshal(merge_option), concat(", ", sort(merge.options))])
+}
+
+errors contains msg if {
+	enabled
+	podspec.spec
+	count(rbac.missing) > 0
+	msg := sprintf(
+		"%s: cannot tell which policies service account %s/%s may use: %s not replicated (opa-kube-sync --replicate-cluster for clusterroles and clusterrolebindings, --replicate for roles and rolebindings, group rbac.authorization.k8s.io/v1)",
+		[prefix, namespace, service_account, concat(", ", sort(rbac.missing))],
+	)
+}
+
+# What every denial says about the policies behind it.
+considered := sprintf("policies considered for service account %s/%s: %s (merge: %s)%s", [
+	namespace, service_account, names_or_none(usable), merge_option, invalid_text,
+])
+
+names_or_none(names) := "none" if count(names) == 0
+
+names_or_none(names) := concat(", ", names) if count(names) > 0
+
+invalid_text := "" if count(invalid) == 0
+
+invalid_text := sprintf("; invalid, fix them: %s", [concat(", ", invalid)]) if count(invalid) > 0
+
+invalid := [name |
+	some name in usable
+	problems := validate.problems with input as policies[name]
+	count(problems) > 0
+]

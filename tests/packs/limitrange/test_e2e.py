@@ -1,0 +1,206 @@
+"""End to end (items 1, 4, 7): the API server dispatches to the webhook, opa-kube-sync
+replicates LimitRanges and loads the pack's ConfigMap, OPA decides.
+
+Everything is the real thing on the devstack: the API server (webhook
+dispatch over TLS), opa-kube-sync in process with ``--replicate
+v1/limitranges``, the ConfigMaps exactly as deploy/ ships them
+(``fedplace-lib``, ``fedplace-federation``, then ``fedplace-limitrange``),
+fedplace-admission in process. The pack is off until its ConfigMap is added;
+then Pods, ReplicaSets, Deployments, StatefulSets, DaemonSets, Jobs and
+CronJobs created through the API server come back with the defaults, a violation is refused with the pack's message, and
+a LimitRange edited in the API server changes the next decision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+from pathlib import Path
+from typing import Any, AsyncIterator, Awaitable, Callable
+
+import pytest
+import trustme
+from kubernetes_asyncio import client
+
+from admission.config import config_from_mapping
+from admission.webhook import Webhook
+from common.kube_client import KubeApiError, kube_json
+from sync.app import SyncApp
+from sync.config import parse_args
+from tests.fixtures.kube import ScratchNamespaces
+from tests.packs.limitrange.conftest import pack_configmaps
+from tests.packs.limitrange.reference import container, item, lr
+
+MWC_PATH = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+STATUS = "fedplace.io/policy-status"
+
+
+async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 20.0, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = await check()
+        except KubeApiError:
+            value = None
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+async def put_configmap(api: client.ApiClient, namespace: str, name: str, data: dict[str, str]) -> None:
+    await kube_json(api, "POST", f"/api/v1/namespaces/{namespace}/configmaps", body={
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data})
+
+
+async def loaded(api: client.ApiClient, namespace: str, name: str) -> bool:
+    cm = await kube_json(api, "GET", f"/api/v1/namespaces/{namespace}/configmaps/{name}")
+    status = ((cm.get("metadata") or {}).get("annotations") or {}).get(STATUS)
+    return bool(status) and json.loads(status).get("status") == "ok"
+
+
+@pytest.fixture
+async def system(opa: Any, kube: Any, kube_api: client.ApiClient, kube_namespaces: ScratchNamespaces,
+                 tmp_path: Path) -> AsyncIterator[dict[str, Any]]:
+    """The sync, the TLS webhook registered with the API server, placement policies loaded."""
+    policy_ns = await kube_namespaces.create("lr-e2e-policy")
+    app_ns = await kube_namespaces.create("lr-e2e-shop")
+    sync = SyncApp(parse_args([
+        "--opa-url", opa.url + "/v1", *(["--opa-token-file", str(_token_file(tmp_path, opa.token))]
+                                        if opa.token else []),
+        "--kubeconfig", str(kube.kubeconfig), "--listen", "127.0.0.1:0", "--opa-check-interval", "0.2",
+        "--replicate", "v1/limitranges", "--replicate", "apps/v1/replicasets", "--policy-namespace", policy_ns]))
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1", "localhost")
+    cert.cert_chain_pems[0].write_to_path(str(tmp_path / "tls.crt"))
+    cert.private_key_pem.write_to_path(str(tmp_path / "tls.key"))
+    hook = Webhook(config_from_mapping({
+        "listen": "127.0.0.1:0", "policy_namespace": policy_ns,
+        "tls": {"cert_file": str(tmp_path / "tls.crt"), "private_key_file": str(tmp_path / "tls.key")},
+        "opa": {"url": opa.url, "timeout": 5.0, **({"token": opa.token} if opa.token else {})}, "deadline": 10.0,
+    }), api=kube_api)
+    name = f"fedplace-limitrange-{app_ns}"
+    configmaps = pack_configmaps()
+    await sync.start()
+    await hook.start()
+    try:
+        await hook.wait_synced()
+        await kube_json(kube_api, "POST", MWC_PATH, body={
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": name},
+            "webhooks": [{
+                "name": "placement.fedplace.io",
+                "clientConfig": {"url": hook.url + "/mutate",
+                                 "caBundle": base64.b64encode(ca.cert_pem.bytes()).decode()},
+                "rules": [{"apiGroups": group, "apiVersions": ["v1"], "resources": resources,
+                           "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}
+                          for group, resources in ((["apps"], ["replicasets", "deployments", "statefulsets",
+                                                                 "daemonsets"]),
+                                                       ([""], ["pods"]), (["batch"], ["jobs", "cronjobs"]))],
+                "failurePolicy": "Fail", "sideEffects": "None", "timeoutSeconds": 10,
+                "admissionReviewVersions": ["v1"],
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": app_ns}},
+            }]})
+        for cm in ("fedplace-lib", "fedplace-federation"):
+            await put_configmap(kube_api, policy_ns, cm, configmaps[cm])
+            await eventually(lambda cm=cm: loaded(kube_api, policy_ns, cm), what=f"{cm} to load")
+        await eventually(lambda: _true(sync.is_ready()), what="the sync to be ready")
+        yield {"api": kube_api, "opa": opa, "policy_ns": policy_ns, "ns": app_ns, "configmaps": configmaps}
+    finally:
+        try:
+            await kube_json(kube_api, "DELETE", f"{MWC_PATH}/{name}")
+        except KubeApiError:
+            pass
+        await hook.stop()
+        await sync.stop()
+
+
+def _token_file(tmp_path: Path, token: str) -> Path:
+    path = tmp_path / "opa.token"
+    path.write_text(token)
+    return path
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+def replicaset(name: str, ns: str, *containers: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name, "namespace": ns},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": list(containers)}}}}
+
+
+async def test_limitranges_enforced_through_the_api_server(system: dict[str, Any]):
+    api, ns, opa = system["api"], system["ns"], system["opa"]
+    limits = lr("limits", item("Container", max={"memory": "1Gi"}, default={"cpu": "500m", "memory": "256Mi"},
+                               defaultRequest={"cpu": "100m"}))
+    limits["metadata"]["namespace"] = ns
+    await kube_json(api, "POST", f"/api/v1/namespaces/{ns}/limitranges", body=limits)
+
+    async def replicated() -> bool:
+        status, body = await opa.request("GET", f"/v1/data/kubernetes/limitranges/{ns}/limits")
+        return status == 200 and bool(body.get("result"))
+
+    await eventually(replicated, what="the LimitRange to reach OPA")
+
+    # the pack is off until its ConfigMap is added: admitted unchanged
+    before = await kube_json(api, "POST", f"/apis/apps/v1/namespaces/{ns}/replicasets",
+                             body=replicaset("before", ns, container("app")))
+    assert "resources" not in before["spec"]["template"]["spec"]["containers"][0]
+
+    await put_configmap(api, system["policy_ns"], "fedplace-limitrange", system["configmaps"]["fedplace-limitrange"])
+    await eventually(lambda: loaded(api, system["policy_ns"], "fedplace-limitrange"), what="the pack to load")
+
+    rs = await kube_json(api, "POST", f"/apis/apps/v1/namespaces/{ns}/replicasets",
+                         body=replicaset("web", ns, container("app")))
+    assert rs["spec"]["template"]["spec"]["containers"][0]["resources"] == {
+        "limits": {"cpu": "500m", "memory": "256Mi"}, "requests": {"cpu": "100m", "memory": "256Mi"}}
+
+    pod = await kube_json(api, "POST", f"/api/v1/namespaces/{ns}/pods", body={
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"containers": [container("app", limits={"cpu": "1"})]}})
+    assert pod["spec"]["containers"][0]["resources"]["limits"] == {"cpu": "1", "memory": "256Mi"}
+    assert pod["metadata"]["annotations"]["kubernetes.io/limit-ranger"].startswith("LimitRanger plugin set: ")
+
+    template = {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [container("app")]}}
+    workloads = {
+        ("apps", "deployments", "Deployment"): {"selector": {"matchLabels": {"app": "d"}}, "template": template},
+        ("apps", "statefulsets", "StatefulSet"): {"serviceName": "d", "selector": {"matchLabels": {"app": "d"}},
+                                                  "template": template},
+        ("apps", "daemonsets", "DaemonSet"): {"selector": {"matchLabels": {"app": "d"}}, "template": template},
+        ("batch", "jobs", "Job"): {"template": template},
+        ("batch", "cronjobs", "CronJob"): {"schedule": "0 * * * *", "jobTemplate": {"spec": {"template": template}}},
+    }
+    for (group, plural, kind), spec in workloads.items():
+        created = await kube_json(api, "POST", f"/apis/{group}/v1/namespaces/{ns}/{plural}", body={
+            "apiVersion": f"{group}/v1", "kind": kind, "metadata": {"name": "d"}, "spec": spec})
+        pod_spec = (created["spec"]["jobTemplate"]["spec"] if kind == "CronJob" else created["spec"])["template"]["spec"]
+        assert pod_spec["containers"][0]["resources"] == {
+            "limits": {"cpu": "500m", "memory": "256Mi"}, "requests": {"cpu": "100m", "memory": "256Mi"}}, kind
+
+    with pytest.raises(KubeApiError) as denied:
+        await kube_json(api, "POST", f"/apis/apps/v1/namespaces/{ns}/replicasets",
+                        body=replicaset("big", ns, container("app", limits={"memory": "2Gi"})))
+    assert denied.value.status == 403
+    assert f'container "app": memory limit 2Gi exceeds max 1Gi (LimitRange "limits" in "{ns}")' in \
+        denied.value.message
+
+    # a LimitRange changed in the API server changes the next decision
+    limits = await kube_json(api, "GET", f"/api/v1/namespaces/{ns}/limitranges/limits")
+    limits["spec"]["limits"][0]["max"]["memory"] = "128Mi"
+    await kube_json(api, "PUT", f"/api/v1/namespaces/{ns}/limitranges/limits", body=limits)
+
+    async def tightened() -> bool:
+        status, body = await opa.request("GET", f"/v1/data/kubernetes/limitranges/{ns}/limits/spec/limits/0/max")
+        return status == 200 and (body.get("result") or {}).get("memory") == "128Mi"
+
+    await eventually(tightened, what="the edited LimitRange to reach OPA")
+    with pytest.raises(KubeApiError) as denied:
+        await kube_json(api, "POST", f"/apis/apps/v1/namespaces/{ns}/replicasets",
+                        body=replicaset("web2", ns, container("app")))
+    assert f'container "app": memory limit 256Mi (default from LimitRange "limits") exceeds max 128Mi ' \
+           f'(LimitRange "limits" in "{ns}")' in denied.value.message
