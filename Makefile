@@ -7,7 +7,7 @@ export NO_PROXY := 127.0.0.1,localhost,::1
 export no_proxy := $(NO_PROXY)
 export RUST_BACKTRACE := 0
 
-.PHONY: install test demo bench clean node-admit-demo
+.PHONY: install test demo bench fuzz clean node-admit-demo
 
 install: $(STAMP)
 
@@ -43,6 +43,18 @@ bench: $(STAMP)
 	$(PY) bench/nodeadmit.py $(BENCH_ARGS)
 	$(PY) bench/limitrange.py $(BENCH_ARGS)
 	$(PY) bench/schedulingpolicy.py $(BENCH_ARGS)
+
+# The long fuzz campaign against the webhook and opa-kube-sync (seeded, bounded in
+# time; tests/fuzz/). `make test` runs a short sample of it. Figures: docs/fuzz.md.
+FUZZ_SEED ?= 17
+FUZZ_REQUESTS ?= 6000
+FUZZ_CONFIGMAP_OPS ?= 300
+FUZZ_SECONDS ?= 900
+fuzz: $(STAMP)
+	FEDPLACE_FUZZ_SEED=$(FUZZ_SEED) FEDPLACE_FUZZ_REQUESTS=$(FUZZ_REQUESTS) \
+	FEDPLACE_FUZZ_CONFIGMAP_OPS=$(FUZZ_CONFIGMAP_OPS) FEDPLACE_FUZZ_SECONDS=$(FUZZ_SECONDS) \
+	FEDPLACE_FUZZ_REPORT=$(or $(FUZZ_REPORT),.fuzz-report.json) \
+	$(PY) -m pytest -q -s tests/fuzz
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -100,6 +100,9 @@ class AdmissionConfig:
     deadline: float = 5.0
     retry: Backoff = Backoff()
     max_body_bytes: int = 3 * 1024 * 1024
+    max_json_depth: int = 100
+    read_timeout: float = 10.0
+    idle_timeout: float = 120.0
     events: EventsConfig = EventsConfig()
     log_level: str = "info"
     shutdown_timeout: float = 15.0
@@ -128,7 +131,8 @@ def _parse_listen(value: Any) -> tuple[str, int]:
 
 
 _TOP = ("listen", "tls", "kubeconfig", "policy_namespace", "opa", "deadline", "retry", "max_body_bytes",
-        "events", "log_level", "shutdown_timeout", "EnforceSchedulingPolicy")
+        "max_json_depth", "read_timeout", "idle_timeout", "events", "log_level", "shutdown_timeout",
+        "EnforceSchedulingPolicy")
 
 
 def _from_proposal(doc: Mapping[str, Any]) -> dict[str, Any]:
@@ -179,6 +183,9 @@ def config_from_mapping(doc: Mapping[str, Any]) -> AdmissionConfig:
     max_body = doc.get("max_body_bytes", AdmissionConfig.max_body_bytes)
     if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1024:
         raise ConfigError("max_body_bytes", f"{max_body!r}: must be an integer >= 1024")
+    max_depth = doc.get("max_json_depth", AdmissionConfig.max_json_depth)
+    if isinstance(max_depth, bool) or not isinstance(max_depth, int) or not 10 <= max_depth <= 200:
+        raise ConfigError("max_json_depth", f"{max_depth!r}: must be an integer from 10 to 200")
 
     events_doc = _section(doc, "events")
     _only(events_doc, ("burst", "refill_seconds"), "events")
@@ -206,6 +213,9 @@ def config_from_mapping(doc: Mapping[str, Any]) -> AdmissionConfig:
         deadline=deadline,
         retry=retry,
         max_body_bytes=max_body,
+        max_json_depth=max_depth,
+        read_timeout=_number(doc, "read_timeout", "read_timeout", AdmissionConfig.read_timeout, maximum=60),
+        idle_timeout=_number(doc, "idle_timeout", "idle_timeout", AdmissionConfig.idle_timeout),
         events=events,
         log_level=log_level.lower(),
         shutdown_timeout=_number(doc, "shutdown_timeout", "shutdown_timeout", AdmissionConfig.shutdown_timeout),

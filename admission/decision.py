@@ -105,7 +105,7 @@ def decide(request: AdmissionRequest, policies_exist: bool, outcome: OpaOutcome 
     if errors:
         texts = [_error_text(e) for e in errors]
         return Decision(allowed=False, outcome="denied", code=403, event_reason=REASON_DENIED,
-                        message="denied by placement policy: " + "; ".join(texts))
+                        message="denied by policy: " + "; ".join(texts))
     annotations = result.get("annotations")
     if annotations is not None and not isinstance(annotations, dict):
         return _fail_closed("malformed", "annotations must be an object")

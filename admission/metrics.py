@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Histogram
 
-__all__ = ["DECISION_SECONDS", "FAIL_CLOSED", "FAIL_OPEN", "OPA_ATTEMPTS", "OPA_SECONDS", "OPA_RETRIES",
+__all__ = ["BAD_HTTP", "DECISION_SECONDS", "FAIL_CLOSED", "FAIL_OPEN", "OPA_ATTEMPTS", "OPA_SECONDS", "OPA_RETRIES",
            "OUTCOMES", "REQUESTS"]
 
-OUTCOMES = ("allowed", "patched", "denied", "fail_open", "fail_closed", "error")
+OUTCOMES = ("allowed", "patched", "denied", "fail_open", "fail_closed", "error", "aborted")
 
 REQUESTS = Counter(
     "fedplace_admission_requests_total",
-    "Admission requests by outcome (allowed, patched, denied, fail_open, fail_closed, error).",
+    "Admission requests by outcome (allowed, patched, denied, fail_open, fail_closed, error: bad input or "
+    "internal, aborted: the client went away or was too slow to send its request).",
     ["outcome"],
 )
 for _o in OUTCOMES:
@@ -29,6 +30,9 @@ OPA_SECONDS = Histogram(
     ["result"],
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5),
 )
+
+BAD_HTTP = Counter("fedplace_admission_bad_http_total",
+                   "Malformed HTTP requests answered 400 by the HTTP layer before reaching the webhook.")
 
 OPA_ATTEMPTS = Counter("fedplace_admission_opa_attempts_total", "OPA decision attempts (first tries and retries).")
 OPA_RETRIES = Counter("fedplace_admission_opa_retries_total", "OPA decision attempts that were retries.")

@@ -83,7 +83,10 @@ def validate_policy_patch(ops: Any, name: str = "patch") -> list[dict[str, Any]]
             raise InvalidPatch(f"{where}: {name} of /metadata/{parts[1]} is not allowed")
         if name in ("add", "replace", "test") and "value" not in op:
             raise InvalidPatch(f"{where}: {name} needs a value")
-        clean.append(copy.deepcopy(op))
+        try:
+            clean.append(copy.deepcopy(op))
+        except RecursionError as exc:
+            raise InvalidPatch(f"{where}: value nested too deeply") from exc
     return clean
 
 
@@ -119,6 +122,8 @@ def build_patch(obj: Mapping[str, Any], annotations: Mapping[str, Any] | None,
     except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError, KeyError,
             IndexError, ValueError) as exc:
         raise InvalidPatch(f"patch does not apply to the object: {exc}") from exc
+    except RecursionError as exc:  # a value nested beyond what copying it allows
+        raise InvalidPatch("patch or object nested too deeply to apply") from exc
     if patched == obj:
         # Nothing changes (e.g. only tests, or the values are already set).
         return []

@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from common.jsonsafe import DEFAULT_MAX_DEPTH, JsonRejected, loads_bounded
+
 __all__ = ["AdmissionRequest", "BadReview", "SUPPORTED_API_VERSIONS", "parse_review", "review_response"]
 
 SUPPORTED_API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
@@ -58,14 +60,15 @@ class AdmissionRequest:
         return f"{self.kind_name} {where}".strip()
 
 
-def parse_review(body: bytes) -> AdmissionRequest:
-    """Parse and validate an AdmissionReview request body."""
+def parse_review(body: bytes, max_depth: int = DEFAULT_MAX_DEPTH) -> AdmissionRequest:
+    """Parse and validate an AdmissionReview request body (nesting bounded by ``max_depth``
+    before parsing; NaN/Infinity refused: see :mod:`common.jsonsafe`)."""
     if not body.strip():
         raise BadReview("empty body: expected an AdmissionReview JSON document")
     try:
-        doc = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BadReview(f"body is not valid JSON: {exc}") from exc
+        doc = loads_bounded(body, max_depth)
+    except JsonRejected as exc:
+        raise BadReview(f"body is not acceptable JSON: {exc}") from exc
     if not isinstance(doc, dict):
         raise BadReview("body must be a JSON object (an AdmissionReview)")
     api_version = doc.get("apiVersion")

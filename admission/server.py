@@ -6,9 +6,11 @@ queries OPA when needed, calls the pure :func:`~admission.decision.decide`
 and carries the decision out: the AdmissionReview answer, a Warning Event
 (off the request path; none on dry runs), metrics and one log line.
 
-Bad input is answered 400 (or 413 for an oversized body) with a JSON
-``{"error": …}``; an unexpected exception becomes a generic 500 through
-:func:`error_middleware` — never a traceback on the wire.
+Bad input is answered 400 (413 for an oversized body, 408 for one not sent
+within ``read_timeout``) with a JSON ``{"error": …}``, logged once at WARNING
+without a traceback; a client that goes away mid-request is logged the same
+way and counted as ``aborted``. An unexpected exception becomes a generic 500
+through :func:`error_middleware` — never a traceback on the wire.
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Protocol
 
-from aiohttp import web
+from aiohttp import http_exceptions, web
 
 from admission import metrics
 from admission.config import AdmissionConfig
 from admission.decision import Decision, OpaOutcome, decide, needs_query
 from admission.query import query_decision
 from admission.review import AdmissionRequest, BadReview, parse_review, review_response
+from admission.serving import timing_middleware
 from common.events import EventRecorder, involved_object
 from common.opa_client import OpaClient
 from common.ops_http import add_ops_routes
@@ -62,20 +65,37 @@ async def error_middleware(request: web.Request,
         return _error(500, "internal error in the admission webhook")
 
 
-async def read_bounded(request: web.Request, limit: int) -> bytes:
-    """The request body, or :class:`BadReview` (413) when it exceeds ``limit`` bytes."""
+class ClientGone(Exception):
+    """The client closed the connection before its request was read."""
+
+
+async def read_bounded(request: web.Request, limit: int, timeout: float | None = None) -> bytes:
+    """The request body (decoded per ``Content-Encoding``), or :class:`BadReview`: 413 when it
+    exceeds ``limit`` bytes (decoded), 408 when it takes longer than ``timeout`` seconds, 400
+    when it does not decode (e.g. ``Content-Encoding: gzip`` on a body that is not gzip) or its
+    framing is broken; :class:`ClientGone` when the client went away."""
     if request.content_length is not None and request.content_length > limit:
         raise BadReview(f"request body of {request.content_length} bytes exceeds the limit of {limit} bytes", 413)
     chunks: list[bytes] = []
     size = 0
-    while True:
-        chunk = await request.content.read(64 * 1024)
-        if not chunk:
-            break
-        size += len(chunk)
-        if size > limit:
-            raise BadReview(f"request body exceeds the limit of {limit} bytes", 413)
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(timeout):
+            while True:
+                chunk = await request.content.read(64 * 1024)
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > limit:
+                    raise BadReview(f"request body exceeds the limit of {limit} bytes", 413)
+                chunks.append(chunk)
+    except TimeoutError as exc:
+        raise BadReview(f"request body not received within {timeout:g} s", 408) from exc
+    except (http_exceptions.HttpProcessingError, web.RequestPayloadError) as exc:
+        cause = exc.__cause__ if isinstance(exc, web.RequestPayloadError) and exc.__cause__ else exc
+        text = getattr(cause, "message", "") or str(cause) or type(cause).__name__
+        raise BadReview(f"request body cannot be read: {text}", 400) from exc
+    except ConnectionError as exc:
+        raise ClientGone(str(exc) or type(exc).__name__) from exc
     return b"".join(chunks)
 
 
@@ -110,17 +130,22 @@ class MutateHandler:
         started = time.monotonic()
         deadline = Deadline(self.config.deadline)
         try:
-            body = await read_bounded(request, self.config.max_body_bytes)
-            review = parse_review(body)
+            body = await read_bounded(request, self.config.max_body_bytes, self.config.read_timeout)
+            review = parse_review(body, self.config.max_json_depth)
+        except ClientGone as exc:
+            metrics.REQUESTS.labels("aborted").inc()
+            log.warning("client went away before its request was read",
+                        extra={"remote": request.remote, "error": str(exc)})
+            return _error(400, "request not received")
         except BadReview as exc:
             if exc.status == 413:
                 await discard_rest(request, 4 * self.config.max_body_bytes, 1.0)
             metrics.REQUESTS.labels("error").inc()
-            log.warning("bad admission request", extra={"status": exc.status, "error": exc.message,
+            log.warning("bad admission request", extra={"status": exc.status, "error": exc.message[:500],
                                                          "remote": request.remote})
             resp = _error(exc.status, exc.message)
-            if exc.status == 413:
-                resp.force_close()  # Connection: close
+            if exc.status in (408, 413) or exc.message.startswith("request body cannot be read"):
+                resp.force_close()  # Connection: close — the rest of the stream is not a request
             return resp
 
         policies_exist = self.policies.policies_exist()
@@ -178,7 +203,7 @@ def build_app(config: AdmissionConfig, opa: OpaClient, policies: PolicyState,
               recorder: EventRecorder | None = None) -> web.Application:
     """The aiohttp application: POST /mutate, /healthz, /readyz, /metrics."""
     # The body is read (bounded) by the handler, so the framework limit only guards other routes.
-    app = web.Application(middlewares=[error_middleware], client_max_size=config.max_body_bytes + 1)
+    app = web.Application(middlewares=[timing_middleware, error_middleware], client_max_size=config.max_body_bytes + 1)
     app.router.add_post("/mutate", MutateHandler(config, opa, policies, recorder).handle)
 
     def ready() -> tuple[bool, str]:

@@ -23,6 +23,7 @@ from kubernetes_asyncio import client
 from admission.config import AdmissionConfig
 from admission.policies import PolicyPresence
 from admission.server import build_app
+from admission.serving import listen
 from admission.tls import ReloadingTLS
 from common.events import EventRecorder
 from common.kube_client import new_api_client
@@ -47,6 +48,7 @@ class Webhook:
         self.recorder: EventRecorder | None = None
         self.tls: ReloadingTLS | None = None
         self.runner: web.AppRunner | None = None
+        self.listener: asyncio.AbstractServer | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self.port: int = config.listen_port
 
@@ -93,15 +95,16 @@ class Webhook:
         app = build_app(cfg, self.opa, self.policies, self.recorder)
         self.runner = web.AppRunner(app, shutdown_timeout=cfg.shutdown_timeout, access_log=None)
         await self.runner.setup()
-        site = web.TCPSite(self.runner, cfg.listen_host, cfg.listen_port, ssl_context=ssl_ctx)
         try:
-            await site.start()
+            # Reading each request is bounded in time (admission/serving.py).
+            self.listener = await listen(self.runner, cfg.listen_host, cfg.listen_port, ssl_context=ssl_ctx,
+                                         read_timeout=cfg.read_timeout, idle_timeout=cfg.idle_timeout)
         except OSError:
             await self.stop()
             raise
-        addresses = self.runner.addresses
-        if addresses:
-            self.port = int(addresses[0][1])
+        sockets = self.listener.sockets
+        if sockets:
+            self.port = int(sockets[0].getsockname()[1])
         log.info("admission webhook listening",
                  extra={"url": self.url, "tls": cfg.tls.enabled, "client_auth": bool(cfg.tls.client_ca_file),
                         "opa": cfg.opa.decision_url, "policy_namespace": cfg.policy_namespace,
@@ -114,8 +117,11 @@ class Webhook:
 
     async def stop(self) -> None:
         """Stop accepting, finish in-flight requests, then stop the background tasks."""
+        if self.listener is not None:
+            self.listener.close()  # stop accepting
+            self.listener = None
         if self.runner is not None:
-            await self.runner.cleanup()  # stops the listener, waits for in-flight handlers
+            await self.runner.cleanup()  # closes idle connections, waits for in-flight handlers
             self.runner = None
         if self.recorder is not None:
             with contextlib.suppress(asyncio.TimeoutError):

@@ -62,9 +62,15 @@ class OpaUnavailable(OpaError):
     """Transient: connection error, timeout, 5xx or 429. Retry with backoff."""
 
     def __init__(self, message: str, *, status: int | None = None, code: str | None = None,
-                 retry_after: float | None = None) -> None:
+                 retry_after: float | None = None, errors: list[dict[str, Any]] | None = None) -> None:
         super().__init__(message, status=status, code=code)
         self.retry_after = retry_after
+        self.errors = errors or []  # OPA's errors[] (e.g. eval_conflict_error in a 500)
+
+    @property
+    def answered(self) -> bool:
+        """OPA answered (5xx, 429); False when no answer came (timeout, connection error)."""
+        return self.status is not None
 
 
 class OpaMalformedResponse(OpaError):
@@ -238,22 +244,23 @@ class OpaClient:
                 return status, None
             try:
                 return status, json.loads(raw)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:  # RecursionError: nested beyond Python's parser
                 raise OpaMalformedResponse(
                     f"OPA {method} {path}: answer {status} is not JSON", status=status) from exc
         body: Any = None
         try:
             body = json.loads(raw) if raw.strip() else None
-        except ValueError:
+        except (ValueError, RecursionError):
             body = None
         code = body.get("code") if isinstance(body, dict) else None
         message = body.get("message") if isinstance(body, dict) else None
         text = f"OPA {method} {path}: {status}" + (f" {code}: {message}" if code or message else "")
-        if status in RETRYABLE_STATUS:
-            raise OpaUnavailable(text, status=status, code=code, retry_after=retry_after)
-        if status >= 500 or status < 400:
-            raise OpaUnavailable(text, status=status, code=code)
         errors = body.get("errors") if isinstance(body, dict) else None
+        if status in RETRYABLE_STATUS:
+            raise OpaUnavailable(text, status=status, code=code, retry_after=retry_after,
+                                 errors=errors if isinstance(errors, list) else None)
+        if status >= 500 or status < 400:
+            raise OpaUnavailable(text, status=status, code=code, errors=errors if isinstance(errors, list) else None)
         cls = OpaCompileError if status == 400 and errors and path.startswith("/v1/policies") else OpaRequestError
         raise cls(text, status=status, code=code, errors=errors if isinstance(errors, list) else None)
 
@@ -306,15 +313,30 @@ class OpaClient:
 
     # -- policies --------------------------------------------------------------
 
-    async def put_policy(self, policy_id: str, raw: str) -> None:
+    async def put_policy(self, policy_id: str, raw: str, *, timeout: float | None = None) -> None:
         """Create or replace a module; raises :class:`OpaCompileError` on compile errors."""
         await self.request("PUT", "/v1/policies/" + quote(policy_id, safe="/"), text_body=raw,
-                           content_type="text/plain", expect=(200,))
+                           content_type="text/plain", timeout=timeout, expect=(200,))
 
-    async def delete_policy(self, policy_id: str, *, missing_ok: bool = True) -> bool:
+    async def get_policy(self, policy_id: str, *, timeout: float | None = None) -> dict[str, Any] | None:
+        """One module (``id``, ``raw``, ``ast``), None when absent."""
+        try:
+            _, doc = await self.request("GET", "/v1/policies/" + quote(policy_id, safe="/"), timeout=timeout,
+                                        expect=(200,))
+        except OpaRequestError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        result = doc.get("result") if isinstance(doc, dict) else None
+        if not isinstance(result, dict):
+            raise OpaMalformedResponse("OPA get policy: no result object", status=200)
+        return result
+
+    async def delete_policy(self, policy_id: str, *, missing_ok: bool = True, timeout: float | None = None) -> bool:
         """Delete a module; False when absent (and ``missing_ok``)."""
         try:
-            await self.request("DELETE", "/v1/policies/" + quote(policy_id, safe="/"), expect=(200,))
+            await self.request("DELETE", "/v1/policies/" + quote(policy_id, safe="/"), timeout=timeout,
+                               expect=(200,))
         except OpaRequestError as exc:
             if exc.status == 404 and missing_ok and not isinstance(exc, OpaCompileError):
                 return False

@@ -16,9 +16,12 @@ Admin API (JSON bodies):
     timeout). ``count`` defaults to 1; ``-1`` means every request until cleared.
     Answers 200 ``{"latency": …, "rules": […]}``.
 ``GET /_devstack/faults``
-    The current settings.
+    The current settings, plus ``max_in_flight``: for each ``"METHOD path"``
+    seen since the last clear, the most requests that were being served at
+    once (a request counts until its handler returns, also after its client
+    gave up — as a real server keeps working on it).
 ``DELETE /_devstack/faults``
-    Clear every fault (200).
+    Clear every fault and the request counts (200).
 """
 
 from __future__ import annotations
@@ -67,10 +70,13 @@ class FaultInjector:
         self._error_body = error_body
         self.latency = 0.0
         self.rules: list[FailRule] = []
+        self.in_flight: dict[str, int] = {}
+        self.max_in_flight: dict[str, int] = {}
 
     def clear(self) -> None:
         self.latency = 0.0
         self.rules.clear()
+        self.max_in_flight.clear()
 
     def _take(self, request: web.Request) -> FailRule | None:
         for rule in self.rules:
@@ -88,6 +94,18 @@ class FaultInjector:
     ) -> web.StreamResponse:
         if request.path.startswith(ADMIN_PREFIX):
             return await handler(request)
+        key = f"{request.method} {request.path}"
+        self.in_flight[key] = self.in_flight.get(key, 0) + 1
+        self.max_in_flight[key] = max(self.max_in_flight.get(key, 0), self.in_flight[key])
+        try:
+            return await self._serve(request, handler)
+        finally:
+            self.in_flight[key] -= 1
+            if not self.in_flight[key]:
+                del self.in_flight[key]
+
+    async def _serve(self, request: web.Request,
+                     handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
         if self.latency > 0:
             await asyncio.sleep(self.latency)
         rule = self._take(request)
@@ -109,7 +127,8 @@ class FaultInjector:
         app.router.add_delete(f"{ADMIN_PREFIX}/faults", self._delete)
 
     def _state(self) -> dict[str, Any]:
-        return {"latency": self.latency, "rules": [asdict(r) for r in self.rules]}
+        return {"latency": self.latency, "rules": [asdict(r) for r in self.rules],
+                "max_in_flight": dict(self.max_in_flight)}
 
     async def _get(self, request: web.Request) -> web.Response:
         return web.json_response(self._state())

@@ -12,20 +12,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from typing import Any, Mapping
 
 from aiohttp import web
 from kubernetes_asyncio import client
 
-from common.events import EventRecorder
+from common.events import EventRecorder, InvolvedObject, involved_object
 from common.informer import Informer
 from common.kube_client import Resource, new_api_client
-from common.opa_client import OpaClient
 from common.ops_http import add_ops_routes
 from common.policy_configmaps import CONFIGMAPS, policy_informer_settings
 from remediator.remediator import Remediator
 from sync import replicated_root
 from sync.config import SyncConfig
+from sync.opa_watch import Responsiveness, SlowRequest, WatchedOpaClient
 from sync.policies import PolicyHandler
 from sync.replicate import ReplicationHandler
 from sync.sentinel import RestartDetector
@@ -61,7 +62,10 @@ class SyncApp:
         self.settings = settings
         self._api = api
         self.api: client.ApiClient | None = None
-        self.opa = OpaClient(settings.opa)
+        # "In time" is the per-request timeout: a request waiting longer makes the sync not ready.
+        self.watch = Responsiveness(settings.opa.timeout)
+        self.watch.listeners.append(self._on_responsiveness)
+        self.opa = WatchedOpaClient(settings.opa, self.watch)
         self.signal = ChangeSignal()
         self.replicators: dict[str, ReplicationHandler] = {}
         self.loaders: list[PolicyHandler] = []
@@ -85,6 +89,8 @@ class SyncApp:
                 return False, f"policies of {loader.namespace} not loaded"
         if not self.confirmed.is_set():
             return False, "initial sync not confirmed in OPA (sentinel)"
+        if not self.watch.answering:
+            return False, self.watch.reason()
         return True, ""
 
     def is_ready(self) -> bool:
@@ -108,12 +114,14 @@ class SyncApp:
         if s.enable_policies:
             for ns in s.policy_namespaces:
                 loader = PolicyHandler(ns, self.opa, self.api, self.signal, self.events,
-                                       allow_system=s.allow_system_packages)
+                                       allow_system=s.allow_system_packages, limits=s.policy_limits,
+                                       write_timeout=s.opa_policy_timeout)
                 self.loaders.append(loader)
                 self.informers.append(Informer(self.api, CONFIGMAPS, loader, namespace=ns,
                                                  settings=policy_informer_settings()))
                 self._spawn(loader.run_retries(), f"policy-retries-{ns}")
         self._spawn(self._lifecycle(), "lifecycle")
+        self._spawn(self.watch.run(), "opa-responsiveness")
 
         app = web.Application()
         add_ops_routes(app, self.ready)
@@ -180,6 +188,27 @@ class SyncApp:
                 await asyncio.sleep(delay)
                 delay = min(1.0, delay * 2)
 
+    def _on_responsiveness(self, answering: bool, cause: SlowRequest | None) -> None:
+        """OPA stopped answering in time: a Warning Event on this pod (downward API ``POD_NAME``,
+        ``POD_NAMESPACE``) and on the policy ConfigMap whose module OPA is working on, if any."""
+        if answering or self.events is None:
+            return
+        what = cause.describe() if cause else "a request"
+        message = (f"OPA is not answering opa-kube-sync in time ({what}; threshold {self.watch.threshold:g} s): "
+                   "not ready until it does; requests still waiting are not sent again")
+        pod, namespace = os.environ.get("POD_NAME"), os.environ.get("POD_NAMESPACE")
+        if pod and namespace:
+            self.events.record(InvolvedObject("v1", "Pod", pod, namespace), "Warning", "PolicyEngineNotResponding",
+                               message)
+        for loader in self.loaders:
+            mid = loader.writing
+            name = loader.configmap_of(mid) if mid else None
+            if name is not None:
+                self.events.record(involved_object(loader.configmaps[name].obj), "Warning",
+                                   "PolicyEngineNotResponding",
+                                   f"OPA is still working on module {mid} after {self.watch.threshold:g} s; the "
+                                   "sync waits for its answer and does not send it again. " + message)
+
     def _on_written(self, plural: str, objects: list[dict[str, Any]] | None) -> None:
         if self.remediator is not None:
             self.remediator.on_replicated(plural, objects)
@@ -197,7 +226,8 @@ class SyncApp:
     async def push_replicated_root(self) -> None:
         """Load the generated module naming the replicated data root (before any policy
         ConfigMap: libraries such as remediation call its functions)."""
-        await self.opa.put_policy(replicated_root.POLICY_ID, replicated_root.render(self.settings.replicate_path))
+        await self.opa.put_policy(replicated_root.POLICY_ID, replicated_root.render(self.settings.replicate_path),
+                                  timeout=self.settings.opa_policy_timeout)
 
     async def restore(self) -> None:
         """Push every cached object and policy again (OPA lost its state)."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from common.kube_client import Resource
 from common.opa_client import OpaSettings
+from sync.policies import Limits
 from remediator.config import RemediatorSettings, add_arguments as add_remediator_arguments
 from remediator.config import settings_from_args as remediator_settings
 
@@ -35,6 +36,8 @@ class SyncConfig:
     policy_namespaces: list[str] = field(default_factory=lambda: [DEFAULT_POLICY_NAMESPACE])
     enable_policies: bool = True
     allow_system_packages: bool = False
+    policy_limits: Limits = field(default_factory=Limits)
+    opa_policy_timeout: float = 600.0
     enable_data: bool = True
     listen: tuple[str, int] = ("127.0.0.1", 8182)
     opa_check_interval: float = 1.0
@@ -70,6 +73,16 @@ def _positive(value: str) -> float:
     return f
 
 
+def _positive_int(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {value!r}")
+    return n
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="opa-kube-sync",
                                 description="Replicate Kubernetes resources and policy ConfigMaps into OPA.")
@@ -92,6 +105,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-system-packages", type=_bool, nargs="?", const=True, default=False, metavar="BOOL",
                    help="load modules declaring package system.* (OPA's own authorization and log masking) "
                         "from policy ConfigMaps; refused by default")
+    p.add_argument("--policy-max-module-bytes", type=_positive_int, default=Limits.max_module_bytes, metavar="BYTES",
+                   help="largest policy module sent to OPA (refused before OPA sees it)")
+    p.add_argument("--policy-max-module-rules", type=_positive_int, default=Limits.max_module_rules, metavar="N",
+                   help="most rules in one policy module")
+    p.add_argument("--policy-max-total-rules", type=_positive_int, default=Limits.max_total_rules, metavar="N",
+                   help="most rules in all modules of a policy namespace together")
+    p.add_argument("--opa-policy-timeout", type=_positive, default=600.0, metavar="SECONDS",
+                   help="how long to wait for OPA's answer to a policy write; the sync never sends another "
+                        "request for that module while it waits (OPA keeps compiling an abandoned one)")
     p.add_argument("--enable-data", type=_bool, nargs="?", const=True, default=True, metavar="BOOL")
     p.add_argument("--listen", type=_listen, default=("127.0.0.1", 8182), metavar="HOST:PORT",
                    help="health, metrics and notifications")
@@ -139,6 +161,10 @@ def parse_args(argv: list[str] | None = None) -> SyncConfig:
         policy_namespaces=args.policy_namespace or [DEFAULT_POLICY_NAMESPACE],
         enable_policies=args.enable_policies,
         allow_system_packages=args.allow_system_packages,
+        policy_limits=Limits(max_module_bytes=args.policy_max_module_bytes,
+                             max_module_rules=args.policy_max_module_rules,
+                             max_total_rules=args.policy_max_total_rules),
+        opa_policy_timeout=args.opa_policy_timeout,
         enable_data=args.enable_data,
         listen=args.listen,
         opa_check_interval=args.opa_check_interval,

@@ -7,18 +7,32 @@ informer handler for one namespace (:class:`PolicyHandler`):
 * a changed ConfigMap PUTs its modules; a removed key or a deleted ConfigMap
   DELETEs them; a relist also deletes modules under ``<namespace>/`` that no
   ConfigMap defines any more;
+* before OPA sees a module it is checked (:meth:`PolicyHandler._check`): size
+  and rule count within :class:`Limits` (also the namespace's total), and its
+  package — read by :mod:`sync.rego_scan`, a lexer following OPA's parser,
+  never a line match — not ``data.system…`` unless allowed (``allow_system``):
+  ``data.system`` configures OPA itself (``system.authz`` decides who may
+  call OPA's API), and write access to a policy ConfigMap must not become
+  control of OPA. ``binaryData`` keys are never loaded and say so;
+* at most one request per module id is outstanding at OPA: writes wait for
+  OPA's answer (``write_timeout``, long) instead of giving up and sending
+  again — OPA keeps working on an abandoned request, queued with the rest. A
+  write that got no answer at all leaves the id "unsettled": before the next
+  write to it, the sync reads the module back (the read waits for OPA's
+  pending write) and only then writes, with backoff in between;
 * the outcome is written back as the annotation ``fedplace.io/policy-status``
-  (``{"status":"ok"}`` or ``{"status":"error","errors":[…OPA's errors…]}``,
-  canonical JSON), only when it changes, with a Warning Event on failure;
+  (``{"status":"ok"}`` or ``{"status":"error","errors":[…]}``, canonical JSON,
+  bounded by :func:`status_value`), whenever it changes and until the API
+  server took it, with a Warning Event carrying the full first error;
+* after loading, rules that several modules define (:mod:`sync.rego_scan`'s
+  outline) are evaluated once without input: an ``eval_conflict_error`` puts
+  an error naming the other ConfigMaps on every ConfigMap involved; when OPA
+  refuses a module because of another ConfigMap's (conflicting rules, two
+  defaults), the error names that ConfigMap too;
 * our own annotation writes come back as MODIFIED events: a ConfigMap whose
   data did not change is not reloaded, so there is no reload loop;
 * modules that failed to compile are retried after every successful load and
-  on a backoff timer (a module may depend on one that loads later);
-* a module declaring ``package system`` or ``package system.*`` is refused
-  unless allowed (``allow_system``): ``data.system`` configures OPA itself
-  (``system.authz`` decides who may call OPA's API), and write access to a
-  policy ConfigMap must not become control of OPA;
-* OPA being unavailable raises, so the informer backs off and relists.
+  on a backoff timer (a module may depend on one that loads later).
 """
 
 from __future__ import annotations
@@ -31,23 +45,45 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio import client
 from prometheus_client import Counter
 
 from common.annotations import canonical_value
 from common.events import EventRecorder, involved_object
 from common.kube_client import KubeApiError, kube_json
-from common.opa_client import OpaClient, OpaCompileError, OpaRequestError, OpaUnavailable
+from common.opa_client import OpaClient, OpaCompileError, OpaRequestError, OpaUnavailable, data_path
+from sync.rego_scan import Outline, RegoScanError, RuleHead, outline, package_clause, rules_of
 from sync.signal import ChangeSignal
 
-__all__ = ["STATUS_ANNOTATION", "PolicyHandler", "data_hash", "declared_package", "module_ids", "normalize_errors",
-           "reserved_package_error", "status_value"]
+__all__ = ["MAX_STATUS_BYTES", "STATUS_ANNOTATION", "Limits", "PolicyHandler", "data_hash", "module_ids",
+           "normalize_errors", "reserved_package_error", "status_value"]
 
 log = logging.getLogger(__name__)
 
 STATUS_ANNOTATION = "fedplace.io/policy-status"
 LOAD_ERRORS = Counter("fedplace_sync_policy_load_errors_total", "Policy modules OPA refused to load")
 LOADS = Counter("fedplace_sync_policy_loads_total", "Policy modules loaded into OPA")
+REFUSED = Counter("fedplace_sync_policy_refused_total",
+                  "Policy modules the sync refused before OPA saw them", ["reason"])
+CONFLICTS = Counter("fedplace_sync_policy_conflicts_total",
+                    "Rules found conflicting across policy modules at evaluation")
+
+# The status annotation stays far below the API server's 256 KiB for all annotations together.
+MAX_STATUS_BYTES = 32 * 1024
+MAX_STATUS_ERRORS = 20
+MAX_STATUS_MESSAGE = 300
+_STATUS_KEYS = ("code", "message", "location", "conflicts_with")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a module may be before OPA compiles it (OPA recompiles every module on each write,
+    ~1 ms per rule). The defaults are ten times the largest shipped module."""
+
+    max_module_bytes: int = 256 * 1024
+    max_module_rules: int = 1000
+    max_total_rules: int = 5000
 
 
 def module_ids(namespace: str, name: str, data: dict[str, str] | None) -> dict[str, str]:
@@ -55,52 +91,34 @@ def module_ids(namespace: str, name: str, data: dict[str, str] | None) -> dict[s
     return {f"{namespace}/{name}/{key}": raw for key, raw in sorted((data or {}).items())}
 
 
-def data_hash(data: dict[str, str] | None) -> str:
-    """A digest of a ConfigMap's ``.data``: equal digests ⇒ nothing to reload."""
-    return hashlib.sha256(json.dumps(data or {}, sort_keys=True).encode()).hexdigest()
+def data_hash(data: dict[str, str] | None, binary_keys: Any = ()) -> str:
+    """A digest of a ConfigMap's ``.data`` (and its ``binaryData`` keys): equal ⇒ nothing to reload."""
+    doc = {"data": data or {}, "binary": sorted(binary_keys)} if binary_keys else (data or {})
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
-_PACKAGE_LINE = re.compile(r"package\s+(\S+)")
-_REF_PART = re.compile(r'\.?([A-Za-z_][A-Za-z0-9_]*)|\[\s*"((?:[^"\\]|\\.)*)"\s*\]')
-
-
-def declared_package(raw: str) -> tuple[list[str], int] | None:
-    """The package a Rego module declares (path without ``data``) and its line number;
-    None when the first statement is not a package (OPA reports that itself)."""
-    for lineno, line in enumerate(raw.splitlines(), start=1):
-        text = line.split("#", 1)[0].strip()
-        if not text:
-            continue
-        m = _PACKAGE_LINE.match(text)
-        if m is None:
-            return None
-        ref, parts, pos = m.group(1), [], 0
-        while pos < len(ref):
-            part = _REF_PART.match(ref, pos)
-            if part is None or part.end() == pos:
-                break
-            try:
-                parts.append(part.group(1) if part.group(1) is not None else json.loads(f'"{part.group(2)}"'))
-            except ValueError:  # a bad escape: OPA's parser reports it
-                break
-            pos = part.end()
-        if parts and parts[0] == "data":
-            parts = parts[1:]
-        return parts, lineno
-    return None
+def _error(code: str, message: str, module_id: str, row: int | None = None, col: int | None = None,
+           **extra: Any) -> dict[str, Any]:
+    location: dict[str, Any] = {"file": module_id}
+    if row is not None:
+        location.update(row=row, col=col or 1)
+    return {"code": code, "message": message, "location": location, **extra}
 
 
 def reserved_package_error(module_id: str, raw: str) -> dict[str, Any] | None:
-    """An OPA-style error when ``raw`` declares ``package system`` or ``system.*``, else None."""
-    declared = declared_package(raw)
-    if declared is None or not declared[0] or declared[0][0] != "system":
+    """An OPA-style error when ``raw`` declares a package under ``data.system``, else None
+    (also None when the package cannot be read: :meth:`PolicyHandler._check` refuses that)."""
+    try:
+        clause = package_clause(raw)
+    except RegoScanError:
         return None
-    parts, row = declared
-    return {"code": "fedplace_reserved_package",
-            "message": f"package {'.'.join(parts)} is reserved: data.system configures OPA itself "
-                       "(system.authz decides who may call its API); not loaded from a policy ConfigMap "
-                       "(opa-kube-sync --allow-system-packages)",
-            "location": {"file": module_id, "row": row, "col": 1}}
+    if not clause.reserved:
+        return None
+    return _error("fedplace_reserved_package",
+                  f"package {clause.text} is {clause.dotted()}, reserved: data.system configures OPA itself "
+                  "(system.authz decides who may call its API, system.log masks decision logs); not loaded "
+                  "from a policy ConfigMap (opa-kube-sync --allow-system-packages)",
+                  module_id, clause.row, clause.col)
 
 
 def normalize_errors(module_id: str, errors: list[Any]) -> list[dict[str, Any]]:
@@ -116,15 +134,53 @@ def normalize_errors(module_id: str, errors: list[Any]) -> list[dict[str, Any]]:
     return out
 
 
-def status_value(errors: dict[str, list[dict[str, Any]]]) -> str:
+def _short(text: Any, limit: int) -> str:
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"… ({len(text) - limit} more characters; the full text is in the Event and the log)"
+
+
+def _bounded(error: dict[str, Any], message_limit: int) -> dict[str, Any]:
+    out = {k: error[k] for k in _STATUS_KEYS if k in error}
+    out["message"] = _short(out.get("message", ""), message_limit)
+    loc = out.get("location")
+    if isinstance(loc, dict):
+        out["location"] = {k: (_short(v, 300) if isinstance(v, str) else v) for k, v in loc.items()
+                           if k in ("file", "row", "col")}
+    return out
+
+
+def status_value(errors: dict[str, list[dict[str, Any]]], warnings: list[dict[str, Any]] | None = None) -> str:
     """The ``fedplace.io/policy-status`` annotation for a ConfigMap whose failed modules are ``errors``.
 
     ``{"status":"ok"}`` or ``{"status":"error","errors":[…]}`` — OPA's errors
-    (``code``/``message``/``location``), modules in id order, canonical JSON.
+    (``code``/``message``/``location``), modules in id order, canonical JSON;
+    ``warnings`` (possible conflicts) are added when there are any. Always at
+    most :data:`MAX_STATUS_BYTES`: messages are cut at :data:`MAX_STATUS_MESSAGE`
+    characters, at most :data:`MAX_STATUS_ERRORS` errors are listed (``"more"``
+    counts the rest), codes and locations are kept.
     """
-    if not errors:
-        return canonical_value({"status": "ok"})
-    return canonical_value({"status": "error", "errors": [e for mid in sorted(errors) for e in errors[mid]]})
+    all_errors = [e for mid in sorted(errors) for e in errors[mid]]
+    doc: dict[str, Any] = {"status": "error" if all_errors else "ok"}
+    for limit, count in ((MAX_STATUS_MESSAGE, MAX_STATUS_ERRORS), (80, MAX_STATUS_ERRORS), (0, 5)):
+        if all_errors:
+            doc["errors"] = [_bounded(e, limit) for e in all_errors[:count]]
+            if len(all_errors) > count:
+                doc["more"] = len(all_errors) - count
+        if warnings:
+            doc["warnings"] = [_bounded(w, limit) for w in warnings[:count]]
+        value = canonical_value(doc)
+        if len(value.encode()) <= MAX_STATUS_BYTES:
+            return value
+    return canonical_value({"status": doc["status"], "more": len(all_errors)})
+
+
+def _first_error_text(errors: dict[str, list[dict[str, Any]]]) -> str:
+    first = next((e for mid in sorted(errors) for e in errors[mid]), {})
+    loc = first.get("location") or {}
+    where = ":".join(str(loc[k]) for k in ("file", "row", "col") if k in loc)
+    return f"{first.get('code', '')} at {where}: {first.get('message', '')}"
 
 
 @dataclass
@@ -132,16 +188,43 @@ class _ConfigMapState:
     data_hash: str
     modules: dict[str, str]
     obj: dict[str, Any]
-    errors: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    errors: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # OPA refused: retried
+    refused: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # our checks: until the data changes
+    conflicts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # found by evaluation
+    warnings: list[dict[str, Any]] = field(default_factory=list)
+    binary_keys: tuple[str, ...] = ()
+    status_pending: bool = False  # the last status write did not reach the API server
+
+    @property
+    def name(self) -> str:
+        return str((self.obj.get("metadata") or {}).get("name", ""))
+
+    def all_errors(self, namespace: str) -> dict[str, list[dict[str, Any]]]:
+        out: dict[str, list[dict[str, Any]]] = {}
+        for source in (self.refused, self.errors, self.conflicts):
+            for mid, errs in source.items():
+                out.setdefault(mid, []).extend(errs)
+        for key in self.binary_keys:
+            out[f"{namespace}/{self.name}/{key}"] = [_error(
+                "fedplace_binary_data", f"binaryData key {key!r} is not loaded: policy modules are text, "
+                "in the ConfigMap's data", f"{namespace}/{self.name}/{key}")]
+        return out
+
+    def loaded(self) -> dict[str, str]:
+        """The modules OPA holds in their current version."""
+        return {mid: raw for mid, raw in self.modules.items() if mid not in self.errors and mid not in self.refused}
 
 
 class PolicyHandler:
     """Keeps OPA's modules ``<namespace>/…`` equal to the ConfigMaps of one namespace."""
 
     def __init__(self, namespace: str, opa: OpaClient, api: client.ApiClient, signal: ChangeSignal,
-                 events: EventRecorder | None = None, allow_system: bool = False) -> None:
+                 events: EventRecorder | None = None, allow_system: bool = False, limits: Limits = Limits(),
+                 write_timeout: float = 600.0) -> None:
         self.namespace = namespace
         self.allow_system = allow_system
+        self.limits = limits
+        self.write_timeout = write_timeout
         self.opa = opa
         self.api = api
         self.signal = signal
@@ -152,6 +235,9 @@ class PolicyHandler:
         self._retry = asyncio.Event()  # set: repair soon
         self._dirty: dict[str, dict[str, Any]] = {}  # ConfigMaps whose load OPA did not answer
         self._orphans: set[str] = set()  # module ids to delete that are still in OPA
+        self._unsettled: set[str] = set()  # ids whose last write got no answer: OPA may still be on it
+        self._outlines: dict[str, tuple[str, Outline | RegoScanError, tuple[RuleHead, ...]]] = {}
+        self.writing: str | None = None  # the module id of the write in flight (for Events)
 
     # -- informer handler ------------------------------------------------------
 
@@ -171,6 +257,7 @@ class PolicyHandler:
             self._dirty.clear()
             await self._delete_orphans()
             await self._retry_failed()
+            await self._check_conflicts()
         self.loaded.set()
         self.signal.notify("policy")
 
@@ -192,6 +279,7 @@ class PolicyHandler:
                         raise
                 await self._delete_orphans()
                 await self._retry_failed()
+                await self._check_conflicts()
             except OpaUnavailable as exc:
                 log.warning("OPA unavailable while loading policy; will retry",
                             extra={"configmap": name, "error": str(exc)})
@@ -204,40 +292,94 @@ class PolicyHandler:
     async def _apply(self, cm: dict[str, Any], force: bool) -> None:
         name = cm["metadata"]["name"]
         data = cm.get("data") or {}
-        digest = data_hash(data)
+        binary = tuple(sorted(cm.get("binaryData") or {}))
+        digest = data_hash(data, binary)
         old = self.configmaps.get(name)
         if old is not None and old.data_hash == digest and not force:
             old.obj = cm  # our own status write, or a label change: nothing to reload
+            if old.status_pending:
+                await self._write_status(old)
             return
         modules = module_ids(self.namespace, name, data)
-        state = _ConfigMapState(digest, modules, cm)
+        state = _ConfigMapState(digest, modules, cm, binary_keys=binary)
+        if old is not None:
+            state.conflicts = {mid: errs for mid, errs in old.conflicts.items() if old.modules.get(mid) == modules.get(mid)}
         self.configmaps[name] = state
         self._orphans |= set(old.modules if old else {}) - set(modules)
         self._orphans -= set(modules)
         await self._delete_orphans()
         for mid, raw in modules.items():
-            if not force and old is not None and old.modules.get(mid) == raw and mid not in old.errors:
+            if not force and old is not None and old.modules.get(mid) == raw and mid not in old.errors \
+                    and mid not in old.refused:
                 continue
             await self._put(state, mid, raw)
         if old is not None and not force:
-            for mid in set(old.errors) & set(modules):
-                if old.modules.get(mid) == modules[mid] and mid not in state.errors:
-                    state.errors[mid] = old.errors[mid]
+            for mid in (set(old.errors) | set(old.refused)) & set(modules):
+                if old.modules.get(mid) == modules[mid] and mid not in state.errors and mid not in state.refused:
+                    if mid in old.errors:
+                        state.errors[mid] = old.errors[mid]
+                    else:
+                        state.refused[mid] = old.refused[mid]
         await self._write_status(state)
 
+    def _outline(self, mid: str, raw: str) -> tuple[Outline | RegoScanError, tuple[RuleHead, ...]]:
+        digest = hashlib.sha256(raw.encode()).hexdigest()
+        cached = self._outlines.get(mid)
+        if cached is None or cached[0] != digest:
+            try:
+                result: Outline | RegoScanError = outline(raw)
+                heads = result.rules
+            except RegoScanError as exc:
+                result, heads = exc, rules_of(raw, ())
+            cached = self._outlines[mid] = (digest, result, heads)
+        return cached[1], cached[2]
+
+    def _check(self, mid: str, raw: str) -> tuple[dict[str, Any], bool] | None:
+        """Why ``raw`` must not reach OPA: (error, retry later?), or None."""
+        size = len(raw.encode())
+        if size > self.limits.max_module_bytes:
+            return _error("fedplace_module_too_large",
+                          f"module of {size} bytes exceeds the limit of {self.limits.max_module_bytes} bytes "
+                          "(opa-kube-sync --policy-max-module-bytes): OPA recompiles every module on each "
+                          "write; not sent to OPA", mid), False
+        parsed, heads = self._outline(mid, raw)
+        if isinstance(parsed, RegoScanError) and not self.allow_system:
+            return _error("fedplace_unreadable_package",
+                          f"the package clause cannot be read ({parsed.message}); a module whose package is "
+                          "not certain is not sent to OPA, since it might be under data.system",
+                          mid, parsed.row, parsed.col), False
+        if not isinstance(parsed, RegoScanError) and parsed.package.reserved and not self.allow_system:
+            return reserved_package_error(mid, raw) or {}, False
+        if len(heads) > self.limits.max_module_rules:
+            return _error("fedplace_too_many_rules",
+                          f"module has {len(heads)} rules, more than the limit of {self.limits.max_module_rules} "
+                          "(opa-kube-sync --policy-max-module-rules); not sent to OPA", mid), False
+        others = sum(len(self._outline(m, r)[1]) for st in self.configmaps.values()
+                     for m, r in st.loaded().items() if m != mid)
+        if others + len(heads) > self.limits.max_total_rules:
+            return _error("fedplace_too_many_rules_total",
+                          f"with this module's {len(heads)} rules the namespace would hold {others + len(heads)} "
+                          f"rules, more than the limit of {self.limits.max_total_rules} "
+                          "(opa-kube-sync --policy-max-total-rules); not sent to OPA", mid), True
+        return None
+
     async def _put(self, state: _ConfigMapState, mid: str, raw: str) -> bool:
-        reserved = None if self.allow_system else reserved_package_error(mid, raw)
-        if reserved is not None:
-            if mid not in state.errors:
+        problem = self._check(mid, raw)
+        if problem is not None:
+            err, retry = problem
+            target, other = (state.errors, state.refused) if retry else (state.refused, state.errors)
+            other.pop(mid, None)
+            if target.get(mid) != [err]:
                 LOAD_ERRORS.inc()
-                log.warning("policy module refused: reserved package", extra={"policy_id": mid,
-                                                                              "error": reserved["message"]})
-            state.errors[mid] = [reserved]
+                REFUSED.labels(err["code"].removeprefix("fedplace_")).inc()
+                log.warning("policy module refused before OPA saw it", extra={"policy_id": mid, "error": err["message"]})
+            target[mid] = [err]
             return False
+        state.refused.pop(mid, None)
         try:
-            await self.opa.put_policy(mid, raw)
+            await self._write(mid, raw)
         except OpaCompileError as exc:
-            state.errors[mid] = normalize_errors(mid, exc.errors)
+            state.errors[mid] = self._name_configmaps(mid, normalize_errors(mid, exc.errors))
             LOAD_ERRORS.inc()
             log.warning("policy failed to compile", extra={"policy_id": mid, "errors": exc.errors})
             return False
@@ -248,6 +390,63 @@ class PolicyHandler:
         state.errors.pop(mid, None)
         LOADS.inc()
         return True
+
+    async def _write(self, mid: str, raw: str | None) -> None:
+        """PUT (``raw``) or DELETE (None) one module, never with another request for it outstanding."""
+        if mid in self._unsettled:
+            # Our last write of it got no answer; OPA may still be compiling it. Reading the module
+            # waits for that write (OPA's store lock); only then is it safe to write again.
+            current = await self.opa.get_policy(mid, timeout=self.write_timeout)
+            self._unsettled.discard(mid)
+            if (current is None and raw is None) or (current is not None and current.get("raw") == raw):
+                return  # the earlier write landed
+        self.writing = mid
+        try:
+            if raw is None:
+                await self.opa.delete_policy(mid, missing_ok=True, timeout=self.write_timeout)
+            else:
+                await self.opa.put_policy(mid, raw, timeout=self.write_timeout)
+        except OpaUnavailable as exc:
+            if not exc.answered:
+                self._unsettled.add(mid)
+            raise
+        finally:
+            self.writing = None
+
+    def configmap_of(self, mid: str) -> str | None:
+        prefix = self.namespace + "/"
+        if not mid.startswith(prefix):
+            return None
+        name = mid[len(prefix):].split("/", 1)[0]
+        return name if name in self.configmaps else None
+
+    def _name_configmaps(self, mid: str, errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """OPA refused ``mid`` because of another ConfigMap's module (conflicting rules, two
+        defaults): say which, from the error's location and the rule paths it names."""
+        own = self.configmap_of(mid)
+        out = []
+        for err in errors:
+            others: set[str] = set()
+            loc_file = str((err.get("location") or {}).get("file", ""))
+            for file in [loc_file, *re.findall(r"(\S+?\.\w+):\d+", str(err.get("message", "")))]:
+                name = self.configmap_of(file)
+                if name and name != own:
+                    others.add(name)
+            for ref in re.findall(r"\bdata((?:\.[A-Za-z_][A-Za-z0-9_]*)+)", str(err.get("message", ""))):
+                path = tuple(ref.strip(".").split("."))
+                for st in self.configmaps.values():
+                    if st.name == own:
+                        continue
+                    for m, r in st.loaded().items():
+                        if any(h.path == path for h in self._outline(m, r)[1]):
+                            others.add(st.name)
+            if others:
+                err = dict(err)
+                err["conflicts_with"] = sorted(others)
+                err["message"] = (f"{err.get('message', '')} (conflicts with ConfigMap"
+                                  f"{'s' if len(others) > 1 else ''} {', '.join(sorted(others))})")
+            out.append(err)
+        return out
 
     async def _drop(self, name: str) -> None:
         state = self.configmaps.pop(name, None)
@@ -261,51 +460,114 @@ class PolicyHandler:
         imports it) keeps it for a later try; OPA unavailable raises."""
         for mid in sorted(self._orphans):
             try:
-                await self.opa.delete_policy(mid, missing_ok=True)
+                await self._write(mid, None)
             except OpaRequestError as exc:
                 log.warning("OPA refused to delete a module; will retry",
                             extra={"policy_id": mid, "error": str(exc)})
                 continue
             self._orphans.discard(mid)
+            self._outlines.pop(mid, None)
 
     async def _retry_failed(self) -> None:
         """Retry every failed module until a round loads none of them."""
         progress = True
         while progress:
             progress = False
-            for state in self.configmaps.values():
+            for state in list(self.configmaps.values()):
                 for mid in list(state.errors):
                     if await self._put(state, mid, state.modules[mid]):
                         progress = True
                         await self._write_status(state)
+
+    # -- conflicts only evaluation shows ---------------------------------------------
+
+    async def _check_conflicts(self) -> None:
+        """Evaluate, without input, every rule document that modules of different ConfigMaps
+        define (or one defines inside another's); ``eval_conflict_error`` → an error on each."""
+        docs: dict[tuple[str, ...], list[tuple[str, str, RuleHead]]] = {}
+        for st in self.configmaps.values():
+            for mid, raw in st.loaded().items():
+                for head in self._outline(mid, raw)[1]:
+                    if head.kind in ("complete", "partial_object"):
+                        docs.setdefault(head.path, []).append((st.name, mid, head))
+        paths = sorted(docs)
+        found: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        warnings: dict[str, list[dict[str, Any]]] = {}
+        checked: set[tuple[str, ...]] = set()
+        for path in paths:
+            if any(path[:n] in checked for n in range(1, len(path))):
+                continue  # a shorter document covering this one was evaluated already
+            defs = [d for p in paths if p[:len(path)] == path for d in docs[p]]
+            if len({cm for cm, _, _ in defs}) < 2:
+                continue
+            checked.add(path)
+            try:
+                await self.opa.query(data_path(path))
+                continue
+            except OpaUnavailable as exc:
+                if not exc.answered:
+                    return  # no answer: keep what we know, check again after the next load
+                conflict = next((e for e in exc.errors if e.get("code") == "eval_conflict_error"), None)
+            except Exception as exc:  # noqa: BLE001 - the check must never break loading
+                log.info("conflict check skipped", extra={"path": ".".join(path), "error": str(exc)})
+                continue
+            names = sorted({cm for cm, _, _ in defs})
+            if conflict is None:
+                values = {(cm, h.value) for cm, _, h in defs if h.path == path and h.kind == "complete"}
+                if len({v for _, v in values}) > 1 and len({cm for cm, _ in values}) > 1:
+                    for cm, mid, head in defs:
+                        warnings.setdefault(cm, []).append(_error(
+                            "fedplace_possible_conflict",
+                            f"data.{'.'.join(path)} is also defined by ConfigMap(s) "
+                            f"{', '.join(n for n in names if n != cm)} with another value: if both rules hold "
+                            "for one input, OPA cannot evaluate it (eval_conflict_error)",
+                            mid, head.row, conflicts_with=[n for n in names if n != cm]))
+                continue
+            CONFLICTS.inc()
+            for cm, mid, head in defs:
+                others = [n for n in names if n != cm] or [cm]
+                found.setdefault(cm, {}).setdefault(mid, []).append(_error(
+                    "fedplace_rule_conflict",
+                    f"data.{'.'.join(path)} is defined by ConfigMaps {', '.join(names)} and OPA cannot evaluate "
+                    f"it: {conflict.get('message', 'eval_conflict_error')} (eval_conflict_error); decisions that "
+                    "read it fail until the definitions agree", mid, head.row, conflicts_with=others))
+        for st in list(self.configmaps.values()):
+            new = found.get(st.name, {})
+            new_warnings = warnings.get(st.name, [])
+            if new != st.conflicts or new_warnings != st.warnings:
+                st.conflicts, st.warnings = new, new_warnings
+                await self._write_status(st)
 
     async def push_all(self) -> None:
         """Load every module again (after OPA lost its state)."""
         async with self._lock:
             self._orphans.clear()  # OPA holds nothing of ours any more
             self._dirty.clear()  # the states below already carry the latest data
+            self._unsettled.clear()
             for state in self.configmaps.values():
                 for mid, raw in state.modules.items():
                     await self._put(state, mid, raw)
             await self._retry_failed()
             for state in self.configmaps.values():
                 await self._write_status(state)
+            await self._check_conflicts()
         self.signal.notify("policy")
 
     async def run_retries(self, initial: float = 0.5, maximum: float = 30.0) -> None:
-        """Until cancelled: repair loads OPA did not answer (backoff 50 ms → 1 s) and retry
-        modules that failed to compile (backoff ``initial`` → ``maximum``)."""
+        """Until cancelled: repair loads OPA did not answer and status writes the API server did
+        not take (backoff 50 ms → 1 s), and retry modules that failed to compile (backoff
+        ``initial`` → ``maximum``)."""
         delay = initial
         repair_failures = 0
         while True:
-            repairs = bool(self._dirty or self._orphans)
+            repairs = self._repairs_due()
             timeout = min(1.0, 0.05 * 2 ** repair_failures) if repairs else delay
             try:
                 await asyncio.wait_for(self._retry.wait(), timeout=timeout)
             except asyncio.TimeoutError:
                 pass
             self._retry.clear()
-            repairs = bool(self._dirty or self._orphans)
+            repairs = self._repairs_due()
             if not (repairs or any(st.errors for st in self.configmaps.values())):
                 delay, repair_failures = initial, 0
                 continue
@@ -316,32 +578,62 @@ class PolicyHandler:
                         del self._dirty[name]
                     await self._delete_orphans()
                     await self._retry_failed()
-                repair_failures = 0
+                    for state in list(self.configmaps.values()):
+                        if state.status_pending:
+                            await self._write_status(state)
+                    await self._check_conflicts()
+                repair_failures = 0 if not self._repairs_due() else min(repair_failures + 1, 6)
                 self.signal.notify("policy")
             except OpaUnavailable:
                 repair_failures = min(repair_failures + 1, 6)
             if not repairs:
                 delay = min(maximum, delay * 2)
 
+    def _repairs_due(self) -> bool:
+        return bool(self._dirty or self._orphans or any(st.status_pending for st in self.configmaps.values()))
+
     # -- status ------------------------------------------------------------------------
 
+    def status_of(self, state: _ConfigMapState) -> str:
+        return status_value(state.all_errors(self.namespace), state.warnings)
+
     async def _write_status(self, state: _ConfigMapState) -> None:
-        status = status_value(state.errors)
+        """Write the status annotation when it changed; one the API server refuses as invalid is
+        replaced by the shortest form, and one it did not take is retried by :meth:`run_retries`."""
+        errors = state.all_errors(self.namespace)
+        status = status_value(errors, state.warnings)
         meta = state.obj.get("metadata") or {}
         current = (meta.get("annotations") or {}).get(STATUS_ANNOTATION)
-        if current == status:
+        if current == status and not state.status_pending:
             return
         name = meta["name"]
-        try:
-            updated = await kube_json(
-                self.api, "PATCH", f"/api/v1/namespaces/{self.namespace}/configmaps/{name}",
-                body={"metadata": {"annotations": {STATUS_ANNOTATION: status}}},
-                content_type="application/merge-patch+json")
-            state.obj = updated
-        except KubeApiError as exc:
-            log.warning("could not write policy status", extra={"configmap": name, "error": str(exc)})
-            return
-        if state.errors and self.events is not None:
-            first = next(iter(state.errors.values()))[0]
-            self.events.record(involved_object(state.obj), "Warning", "PolicyLoadFailed",
-                               f"{len(state.errors)} module(s) failed to load: {first.get('message', '')}")
+        for value in (status, canonical_value({"status": "error" if errors else "ok",
+                                               "more": sum(len(e) for e in errors.values())})):
+            try:
+                updated = await kube_json(
+                    self.api, "PATCH", f"/api/v1/namespaces/{self.namespace}/configmaps/{name}",
+                    body={"metadata": {"annotations": {STATUS_ANNOTATION: value}}},
+                    content_type="application/merge-patch+json")
+            except KubeApiError as exc:
+                if exc.status == 404:  # deleted meanwhile: nothing to report on
+                    state.status_pending = False
+                    return
+                log.warning("could not write policy status", extra={"configmap": name, "error": str(exc)})
+                if exc.status in (400, 413, 422) and value == status:
+                    continue  # refused as invalid: try the shortest form
+                state.status_pending = True
+                self._retry.set()
+                return
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+                log.warning("could not write policy status", extra={"configmap": name, "error": str(exc)})
+                state.status_pending = True
+                self._retry.set()
+                return
+            state.obj = updated if isinstance(updated, dict) else state.obj
+            break
+        state.status_pending = False
+        if errors and self.events is not None:
+            reason = "PolicyConflict" if state.conflicts and not (state.errors or state.refused) else "PolicyLoadFailed"
+            count = len(errors)
+            self.events.record(involved_object(state.obj), "Warning", reason,
+                               f"{count} module(s) failed to load; first error: {_first_error_text(errors)}")

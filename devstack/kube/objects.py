@@ -196,11 +196,19 @@ def unchanged(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 # ---- per-type defaulting / validation ----------------------------------
 
+TOTAL_ANNOTATION_SIZE_LIMIT = 256 * 1024  # apimachinery's TotalAnnotationSizeLimitB
+
+
 def default_and_validate(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
     key = (rt.group, rt.plural)
     fn = _TYPE_RULES.get(key)
     if fn is not None:
         fn(rt, obj, old)
+    annotations = obj["metadata"].get("annotations") or {}
+    size = sum(len(k.encode()) + len(v.encode()) for k, v in annotations.items())
+    if size > TOTAL_ANNOTATION_SIZE_LIMIT:  # ValidateAnnotations, for every type
+        raise invalid(rt.kind, rt.group, obj["metadata"].get("name", ""),
+                      [("metadata.annotations", f"Too long: must have at most {TOTAL_ANNOTATION_SIZE_LIMIT} bytes")])
 
 
 def _namespace(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:

@@ -16,8 +16,9 @@ kubernetes_validate = pytest.importorskip(
     "kubernetes_validate", reason="install the test extra (kubernetes-validate) for offline schema validation")
 from kubernetes_validate import utils as kv_utils  # noqa: E402
 
-# The oldest Kubernetes the manifests target (policy/v1, restricted Pod Security
-# labels, kubernetes.io/metadata.name) and the newest schemas the package ships.
+# The oldest schemas the package ships (the manifests target 1.24: policy/v1,
+# restricted Pod Security labels, kubernetes.io/metadata.name; a 1.24 API
+# server applied all of it) and the newest.
 K8S_VERSIONS = ("1.25", kv_utils.major_minor(kv_utils.latest_version()))
 
 

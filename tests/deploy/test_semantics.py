@@ -20,7 +20,8 @@ from tests.deploy.conftest import (Rendered, container, containers, expand_env, 
 
 NS = "opa"
 POLICY_NS = "kube-federation-scheduling-policy"
-EXEMPT = {"kube-system", NS, POLICY_NS}
+# cert-manager renews the webhook's certificate: a webhook outage must not block it (issue 17.12).
+EXEMPT = {"kube-system", NS, POLICY_NS, "cert-manager"}
 
 
 def workloads(r: Rendered) -> list[dict[str, Any]]:
@@ -362,6 +363,10 @@ def test_enforce_component_switches_remediation(rendered: dict[str, Rendered]):
     cfg = sync_config(rendered["test-enforce"])
     assert cfg.remediator.mode == "enforce"
     a, b = copy.deepcopy(rendered["test-enforce"].objects), copy.deepcopy(rendered["cert-manager"].objects)
+    # …and grants the patch enforcing needs (the base grants none: issue 17.10).
+    added = [o for o in a if o["metadata"]["name"] == "fedplace:opa-kube-sync:remediate"]
+    assert sorted(o["kind"] for o in added) == ["ClusterRole", "ClusterRoleBinding"]
+    a = [o for o in a if o not in added]
     for objs in (a, b):
         for o in objs:
             if o["kind"] == "Deployment" and o["metadata"]["name"] == "opa":
@@ -444,8 +449,10 @@ def test_sync_rbac_follows_its_flags(overlay: Rendered):
         needed |= {(ns, "", "configmaps", v) for v in ("list", "watch", "patch")}
     needed |= {(None, "", "events", "create"), (None, "", "events", "patch")}
     if cfg.remediator.enabled:
-        for r in cfg.remediator.resources:  # read a named object, merge-patch annotations
-            needed |= {(None, r.group, r.plural, "get"), (None, r.group, r.plural, "patch")}
+        for r in cfg.remediator.resources:  # read a named object; merge-patch annotations only when enforcing
+            needed |= {(None, r.group, r.plural, "get")}
+            if cfg.remediator.mode == "enforce":
+                needed |= {(None, r.group, r.plural, "patch")}
         if cfg.remediator.leader_election:
             needed |= {(cfg.remediator.lease_namespace, "coordination.k8s.io", "leases", v)
                        for v in ("get", "create", "update")}

@@ -12,7 +12,8 @@ import pytest
 
 from common.kube_client import Resource
 from sync.config import DEFAULT_POLICY_NAMESPACE, parse_args
-from sync.policies import data_hash, declared_package, module_ids, normalize_errors, reserved_package_error, status_value
+from sync.policies import data_hash, module_ids, normalize_errors, reserved_package_error, status_value
+from sync.rego_scan import RegoScanError, package_clause
 from sync.replicate import LAST_APPLIED, layout, object_path, retryable, strip
 from sync.signal import ChangeSignal
 from common.opa_client import OpaRequestError, OpaUnavailable
@@ -162,26 +163,28 @@ def test_python_m_sync_exits_2_on_a_bad_flag():
 
 
 @pytest.mark.parametrize("raw,package,row", [
-    ("package system.authz\n", ["system", "authz"], 1),
-    ("# OPA's API\n\npackage system  # comment\n", ["system"], 3),
-    ('package data.system["authz"]\n', ["system", "authz"], 1),
-    ('package io.k8s["a-b"].c\n', ["io", "k8s", "a-b", "c"], 1),
-    ("package systemd.units\n", ["systemd", "units"], 1),
+    ("package system.authz\n", ("system", "authz"), 1),
+    ("# OPA's API\n\npackage system  # comment\n", ("system",), 3),
+    # OPA puts `package data.x` at data.data.x: not reserved.
+    ('package data.system["authz"]\n', ("data", "system", "authz"), 1),
+    ('package io.k8s["a-b"].c\n', ("io", "k8s", "a-b", "c"), 1),
+    ("package systemd.units\n", ("systemd", "units"), 1),
 ])
 def test_declared_package(raw, package, row):
-    assert declared_package(raw) == (package, row)
+    clause = package_clause(raw)
+    assert (clause.path, clause.row) == (package, row)
 
 
-def test_declared_package_missing_is_left_to_opa():
-    assert declared_package("x := 1\npackage system\n") is None
-    assert declared_package("# only a comment\n") is None
-    assert declared_package('package system["\\q"]\n') == (["system"], 1)  # bad escape: stops, no crash
+def test_unreadable_package_raises_instead_of_guessing():
+    for raw in ("x := 1\npackage system\n", "# only a comment\n", 'package system["\\q"]\n'):
+        with pytest.raises(RegoScanError):
+            package_clause(raw)
 
 
 def test_reserved_package_error_only_for_system():
     err = reserved_package_error("ns/cm/authz.rego", "# x\npackage system.authz\n\nallow := true\n")
     assert err is not None and err["code"] == "fedplace_reserved_package"
-    assert "system.authz is reserved" in err["message"]
+    assert "package system.authz is data.system.authz, reserved" in err["message"]
     assert err["location"] == {"file": "ns/cm/authz.rego", "row": 2, "col": 1}
     assert reserved_package_error("m", "package systemd.units\n") is None
     assert reserved_package_error("m", "package io.k8s.federation.admission\n") is None
