@@ -1,7 +1,8 @@
 """``fedplace-admission``: run the mutating admission webhook until SIGTERM/SIGINT.
 
 Exit codes: 0 after a graceful shutdown, 2 for invalid configuration (the
-message names the field), 1 when the server cannot start.
+message names the field), 1 when the server cannot start. With ``--workers N``
+(N > 1) this process supervises N serving processes (:mod:`admission.workers`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Sequence
 
 from admission.config import AdmissionConfig, ConfigError, load_config
 from admission.webhook import COMPONENT, Webhook
+from admission.workers import supervise
 from common.logs import configure_logging
 from common.shutdown import stop_on_signals
 
@@ -38,6 +40,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"fedplace-admission: invalid configuration: {exc}", file=sys.stderr)
         return 2
     configure_logging(COMPONENT, config.log_level)
+    if config.workers > 1:
+        return supervise(config)  # --workers: this process supervises, the workers serve
     try:
         asyncio.run(serve(config))
     except KeyboardInterrupt:

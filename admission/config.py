@@ -25,6 +25,7 @@ File format (every key optional; YAML or JSON)::
     max_body_bytes: 3145728
     events: {burst: 10, refill_seconds: 10}
     log_level: info
+    workers: 1                                # processes on the one port (SO_REUSEPORT)
 
 The original proposal's format is accepted too: ``{"EnforceSchedulingPolicy":
 {"url": "<full decision URL>", "token": "…"}}``.
@@ -60,6 +61,7 @@ DEFAULT_POLICY_NAMESPACE = "kube-federation-scheduling-policy"
 DEFAULT_LISTEN = "127.0.0.1:8443"
 MAX_WEBHOOK_TIMEOUT = 30.0  # admissionregistration's timeoutSeconds upper bound
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+MAX_WORKERS = 64
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,9 @@ class AdmissionConfig:
     events: EventsConfig = EventsConfig()
     log_level: str = "info"
     shutdown_timeout: float = 15.0
+    workers: int = 1
+    # Set for the processes of --workers: several listen on the one port (SO_REUSEPORT).
+    reuse_port: bool = False
 
     @property
     def listen(self) -> str:
@@ -132,7 +137,7 @@ def _parse_listen(value: Any) -> tuple[str, int]:
 
 _TOP = ("listen", "tls", "kubeconfig", "policy_namespace", "opa", "deadline", "retry", "max_body_bytes",
         "max_json_depth", "read_timeout", "idle_timeout", "events", "log_level", "shutdown_timeout",
-        "EnforceSchedulingPolicy")
+        "workers", "EnforceSchedulingPolicy")
 
 
 def _from_proposal(doc: Mapping[str, Any]) -> dict[str, Any]:
@@ -199,6 +204,10 @@ def config_from_mapping(doc: Mapping[str, Any]) -> AdmissionConfig:
     if not isinstance(log_level, str) or log_level.lower() not in LOG_LEVELS:
         raise ConfigError("log_level", f"{log_level!r}: expected one of {', '.join(LOG_LEVELS)}")
 
+    workers = doc.get("workers", AdmissionConfig.workers)
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
+        raise ConfigError("workers", f"{workers!r}: must be an integer from 1 to {MAX_WORKERS}")
+
     namespace = _string(doc, "policy_namespace", "policy_namespace", DEFAULT_POLICY_NAMESPACE)
     if not namespace:
         raise ConfigError("policy_namespace", "must not be empty")
@@ -219,6 +228,7 @@ def config_from_mapping(doc: Mapping[str, Any]) -> AdmissionConfig:
         events=events,
         log_level=log_level.lower(),
         shutdown_timeout=_number(doc, "shutdown_timeout", "shutdown_timeout", AdmissionConfig.shutdown_timeout),
+        workers=workers,
     )
 
 
@@ -244,6 +254,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--opa-timeout", type=float, help="seconds per OPA attempt (default 2)")
     p.add_argument("--deadline", type=float, help="seconds for the whole decision, retries included (default 5)")
     p.add_argument("--log-level", help="debug, info, warning, error (default info)")
+    p.add_argument("--workers", type=int, help="processes serving the one port with SO_REUSEPORT (default 1; "
+                                                "for pods with more than one core)")
     return p
 
 
@@ -261,6 +273,7 @@ _FLAG_TARGETS: dict[str, tuple[str, ...]] = {
     "opa_timeout": ("opa", "timeout"),
     "deadline": ("deadline",),
     "log_level": ("log_level",),
+    "workers": ("workers",),
 }
 
 

@@ -6,7 +6,8 @@ The merge step of the federation plugin (``merge.go``): the policy's
 the remediator, so values never flap), then the policy's own ``patch``
 operations, then each pack's ``patches[<pack>]`` in pack-name order, all
 validated, are appended. The combined patch is proven to apply to the object
-with the ``jsonpatch`` library before it is returned.
+with the ``jsonpatch`` library before it is returned (unless it is only the
+annotation merge, which applies and changes the object by construction).
 
 Packs compose without knowing each other: each contributes its operations
 under its own key of ``patches`` (a partial object rule in Rego), so two packs
@@ -114,9 +115,12 @@ def build_patch(obj: Mapping[str, Any], annotations: Mapping[str, Any] | None,
     ops = annotation_json_patch(obj, annotations or {}) if annotations else []
     extra = validate_policy_patch(policy_patch) if policy_patch is not None else []
     extra += pack_patches(patches) if patches is not None else []
+    if not extra:
+        # Only the annotation merge: by construction it applies (it creates what is missing) and
+        # changes the object (it holds only values that differ), so proving it on a deep copy of
+        # the object, the costliest step of a decision, would prove nothing.
+        return ops
     combined = ops + extra
-    if not combined:
-        return []
     try:
         patched = jsonpatch.JsonPatch(combined).apply(obj, in_place=False)
     except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError, KeyError,

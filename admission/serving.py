@@ -120,8 +120,9 @@ async def timing_middleware(request: web.Request, handler: Any) -> web.StreamRes
 
 
 async def listen(runner: web.AppRunner, host: str, port: int, *, ssl_context: ssl.SSLContext | None,
-                 read_timeout: float, idle_timeout: float) -> asyncio.AbstractServer:
-    """Listen on ``host:port`` with :class:`BoundedRequestHandler` for the set-up ``runner``.
+                 read_timeout: float, idle_timeout: float, reuse_port: bool = False) -> asyncio.AbstractServer:
+    """Listen on ``host:port`` with :class:`BoundedRequestHandler` for the set-up ``runner``
+    (``reuse_port``: alongside the other processes of ``--workers``, SO_REUSEPORT).
 
     Close the returned server before ``runner.cleanup()``, which then lets in-flight requests
     finish (the handlers register with the runner's server)."""
@@ -136,5 +137,5 @@ async def listen(runner: web.AppRunner, host: str, port: int, *, ssl_context: ss
                                      lingering_time=read_timeout, access_log=None,
                                      logger=ServerLog())  # type: ignore[arg-type]
 
-    return await loop.create_server(protocol, host, port, ssl=ssl_context,
+    return await loop.create_server(protocol, host, port, ssl=ssl_context, reuse_port=reuse_port or None,
                                     ssl_handshake_timeout=read_timeout if ssl_context is not None else None)

@@ -73,7 +73,7 @@ class Webhook:
         if self._api is None:
             self._api = await new_api_client(cfg.kubeconfig)
         self.opa = OpaClient(OpaSettings(url=cfg.opa.url, token=cfg.opa.token, token_file=cfg.opa.token_file,
-                                         ca_file=cfg.opa.ca_file, timeout=cfg.opa.timeout))
+                                         ca_file=cfg.opa.ca_file, timeout=cfg.opa.timeout, lean_http=True))
         self.policies = PolicyPresence(self.api, cfg.policy_namespace)
         self.recorder = EventRecorder(self.api, COMPONENT, burst=cfg.events.burst,
                                       refill_seconds=cfg.events.refill_seconds)
@@ -98,7 +98,8 @@ class Webhook:
         try:
             # Reading each request is bounded in time (admission/serving.py).
             self.listener = await listen(self.runner, cfg.listen_host, cfg.listen_port, ssl_context=ssl_ctx,
-                                         read_timeout=cfg.read_timeout, idle_timeout=cfg.idle_timeout)
+                                         read_timeout=cfg.read_timeout, idle_timeout=cfg.idle_timeout,
+                                         reuse_port=cfg.reuse_port)
         except OSError:
             await self.stop()
             raise

@@ -13,6 +13,15 @@
 
 Every refusal is a :class:`JsonRejected` (a ``ValueError``) whose message
 says what is wrong, for a 400 answer.
+
+Speed (a request's hot path): the depth is bounded first by counting brackets
+(a count of ``[`` and ``{`` not above the limit bounds the depth without a
+scan); only bodies with more are scanned. Parsing is ``orjson``'s, which
+refuses NaN, Infinity and overflowing numbers itself; anything it refuses
+goes through the standard parser, which gives the message (or accepts what
+only it accepts, such as lone surrogate escapes), and integers of 19 digits
+or more are left to the standard parser too, which keeps them exact (orjson
+turns integers beyond 64 bits into floats).
 """
 
 from __future__ import annotations
@@ -22,12 +31,24 @@ import math
 import re
 from typing import Any
 
-__all__ = ["DEFAULT_MAX_DEPTH", "JsonRejected", "json_depth", "loads_bounded"]
+import orjson
+
+__all__ = ["DEFAULT_MAX_DEPTH", "JsonRejected", "dumps", "json_depth", "loads", "loads_bounded"]
 
 DEFAULT_MAX_DEPTH = 100
 
-# Strings (with escapes) or one bracket; the unrolled loop keeps long strings linear.
-_TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+# A string (with escapes); the unrolled loop keeps long strings linear.
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
+_OPENING = (ord("["), ord("{"))
+# 19 digits in a row: maybe an integer orjson would not keep exact (beyond 64 bits). Found by
+# mapping every digit to "0" and anything else to " " (a regular expression takes 20x longer).
+_DIGITS_TO_ZERO = bytes(48 if 48 <= c <= 57 else 32 for c in range(256))
+_NINETEEN_DIGITS = b"0" * 19
+
+
+def _long_digits(raw: bytes) -> bool:
+    return _NINETEEN_DIGITS in raw.translate(_DIGITS_TO_ZERO)
 
 
 class JsonRejected(ValueError):
@@ -40,17 +61,22 @@ def json_depth(body: bytes, limit: int) -> int:
     depth = deepest = 0
     if not (b"[" in body or b"{" in body):
         return 0
-    for m in _TOKENS.finditer(body):
-        tok = m.group()
-        if tok in (b"[", b"{"):
+    for c in _STRING.sub(b"", body).translate(None, _NOT_BRACKETS):
+        if c in _OPENING:
             depth += 1
             if depth > deepest:
                 deepest = depth
                 if deepest > limit:
                     return deepest
-        elif tok in (b"]", b"}"):
+        else:
             depth -= 1
     return deepest
+
+
+def _too_deep(body: bytes, limit: int) -> bool:
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return False  # no more opening brackets than the limit, even counting those in strings
+    return json_depth(body, limit) > limit
 
 
 def _no_constant(name: str) -> Any:
@@ -67,9 +93,13 @@ def _finite_float(text: str) -> float:
 def loads_bounded(body: bytes | str, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
     """Parse ``body``; :class:`JsonRejected` when too deep, non-finite or not JSON at all."""
     raw = body.encode() if isinstance(body, str) else body
-    depth = json_depth(raw, max_depth)
-    if depth > max_depth:
+    if _too_deep(raw, max_depth):
         raise JsonRejected(f"JSON nested deeper than {max_depth} levels")
+    if not _long_digits(raw):
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass  # the standard parser says why (or accepts it)
     try:
         return json.loads(raw, parse_constant=_no_constant, parse_float=_finite_float)
     except JsonRejected:
@@ -78,3 +108,23 @@ def loads_bounded(body: bytes | str, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
         raise JsonRejected("JSON nested too deeply") from exc
     except (ValueError, UnicodeDecodeError) as exc:
         raise JsonRejected(f"not valid JSON: {exc}") from exc
+
+
+def dumps(value: Any) -> bytes:
+    """Compact JSON (UTF-8) of a document parsed from JSON; ``orjson``'s, or the standard
+    library's for what orjson refuses (integers beyond 64 bits, lone surrogates)."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:  # orjson.JSONEncodeError
+        return json.dumps(value, separators=(",", ":")).encode()
+
+
+def loads(raw: bytes | str) -> Any:
+    """``json.loads(raw)``, the same document, faster: ``orjson``'s parse where it gives the
+    same (no 19-digit runs), the standard parser for anything orjson refuses."""
+    if not _long_digits(raw.encode() if isinstance(raw, str) else raw):
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(raw)

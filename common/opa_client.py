@@ -17,6 +17,10 @@ decide by type, never by parsing messages:
 
 Bearer tokens come from a literal or a file that is re-read when it changes
 (so rotated tokens are picked up); tokens are never logged.
+
+Transport: aiohttp's client, or with ``OpaSettings(lean_http=True)`` (the
+webhook) the lean keep-alive pool of :mod:`common.opa_http`, cheaper per
+request; requests, answers and errors are the same either way.
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ from typing import Any, Iterable, Sequence
 from urllib.parse import quote
 
 import aiohttp
+
+from common import jsonsafe
+from common.opa_http import OpaConnectionPool
 
 __all__ = [
     "OpaClient",
@@ -151,14 +158,17 @@ class OpaSettings:
     token_file: str | None = None
     ca_file: str | None = None
     timeout: float = 5.0
+    # The lean keep-alive transport of common.opa_http instead of aiohttp's client (the webhook's:
+    # ~0.1 ms less CPU per request). Same requests, answers and errors.
+    lean_http: bool = False
 
     def __repr__(self) -> str:  # never show the token
         return (f"OpaSettings(url={self.url!r}, token={'set' if self.token else 'unset'}, "
-                f"token_file={self.token_file!r}, ca_file={self.ca_file!r}, timeout={self.timeout})")
+                f"token_file={self.token_file!r}, ca_file={self.ca_file!r}, timeout={self.timeout}, "
+                f"lean_http={self.lean_http})")
 
 
-def _retry_after(headers: Any) -> float | None:
-    value = headers.get("Retry-After") if headers else None
+def _retry_after(value: str | None) -> float | None:
     if not value:
         return None
     try:
@@ -176,6 +186,7 @@ class OpaClient:
         self._tokens = TokenSource(settings.token, settings.token_file)
         self._session = session
         self._own_session = session is None
+        self._pool: OpaConnectionPool | None = None
 
     async def __aenter__(self) -> "OpaClient":
         return self
@@ -193,7 +204,21 @@ class OpaClient:
             self._own_session = True
         return self._session
 
+    def _ssl_context(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=self.settings.ca_file or None)
+
+    def _get_pool(self) -> OpaConnectionPool:
+        loop = asyncio.get_running_loop()
+        if self._pool is None or (self._pool.loop is not None and self._pool.loop is not loop):
+            if self._pool is not None:
+                self._pool.close()
+            self._pool = OpaConnectionPool(self.base_url, self._ssl_context(), limit=64)
+        return self._pool
+
     async def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
         if self._own_session and self._session is not None and not self._session.closed:
             await self._session.close()
 
@@ -222,28 +247,34 @@ class OpaClient:
             hdrs["Authorization"] = f"Bearer {token}"
         data: bytes | None = None
         if json_body is not None:
-            data = json.dumps(json_body, separators=(",", ":")).encode()
+            data = jsonsafe.dumps(json_body)
             hdrs.setdefault("Content-Type", content_type or "application/json")
         elif text_body is not None:
             data = text_body.encode()
             hdrs.setdefault("Content-Type", content_type or "text/plain")
-        to = aiohttp.ClientTimeout(total=timeout if timeout is not None else self.settings.timeout)
-        url = self.base_url + path
+        seconds = timeout if timeout is not None else self.settings.timeout
         try:
-            async with self._get_session().request(method, url, data=data, headers=hdrs, timeout=to) as resp:
-                raw = await resp.read()
-                status = resp.status
-                retry_after = _retry_after(resp.headers)
+            if self.settings.lean_http:
+                async with asyncio.timeout(seconds):
+                    answer = await self._get_pool().request(method, path, data, hdrs)
+                raw, status, retry_after = answer.body, answer.status, _retry_after(answer.headers.get("retry-after"))
+            else:
+                to = aiohttp.ClientTimeout(total=seconds)
+                async with self._get_session().request(method, self.base_url + path, data=data, headers=hdrs,
+                                                       timeout=to) as resp:
+                    raw = await resp.read()
+                    status = resp.status
+                    retry_after = _retry_after(resp.headers.get("Retry-After"))
         except asyncio.TimeoutError as exc:
             raise OpaUnavailable(f"OPA {method} {path}: timed out") from exc
-        except aiohttp.ClientError as exc:
+        except (aiohttp.ClientError, OSError) as exc:  # OSError (ConnectionError, ssl.SSLError): lean_http's
             raise OpaUnavailable(f"OPA {method} {path}: {exc.__class__.__name__}: {exc}") from exc
 
         if status in expect:
             if not raw.strip():
                 return status, None
             try:
-                return status, json.loads(raw)
+                return status, jsonsafe.loads(raw)
             except (ValueError, RecursionError) as exc:  # RecursionError: nested beyond Python's parser
                 raise OpaMalformedResponse(
                     f"OPA {method} {path}: answer {status} is not JSON", status=status) from exc

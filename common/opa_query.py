@@ -139,10 +139,26 @@ async def query_within_deadline(
             if hooks.attempt is not None:
                 hooks.attempt(result_label, time.monotonic() - started)
 
+    # The first attempt runs without the retry machinery (building it costs ~0.1 ms, more than a
+    # decision's own overhead in the webhook); only a retryable failure enters it, replayed there as
+    # its first attempt, so that waits, stop and logs are those of one retry loop from the start.
+    replay: OpaUnavailable | None = None
     try:
+        try:
+            return OpaOutcome.ok(await attempt_once(), attempts=attempts, query_path=query_path)
+        except OpaUnavailable as exc:
+            replay = exc
+
+        async def attempt_or_replay() -> Any:
+            nonlocal replay
+            if replay is not None:
+                failed, replay = replay, None
+                raise failed
+            return await attempt_once()
+
         async for attempt in deadline_retrying(deadline, (OpaUnavailable,), backoff, before_sleep=before_sleep):
             with attempt:
-                result = await attempt_once()
+                result = await attempt_or_replay()
         return OpaOutcome.ok(result, attempts=attempts, query_path=query_path)
     except OpaUndefined:
         return OpaOutcome.undefined(attempts=attempts, query_path=query_path)
