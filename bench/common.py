@@ -79,8 +79,8 @@ IGNORED = "not used by this benchmark (accepted so that one set of flags fits ev
 
 
 def add_server_flags(parser: argparse.ArgumentParser, *, opa: bool = False, kube: bool = False) -> None:
-    """``--opa-url``, ``--opa-token-file``, ``--kubeconfig``; ``opa`` and ``kube`` say which
-    servers the benchmark uses (:func:`servers` starts or connects those)."""
+    """``--opa-url``, ``--opa-token-file``, ``--kubeconfig``, ``--evaluator``; ``opa`` and
+    ``kube`` say which servers the benchmark uses (:func:`servers` starts or connects those)."""
     group = parser.add_argument_group(
         "servers", "default: start devstack servers; with these flags, use external ones (scratch servers: "
                    "see docs/benchmarks.md)")
@@ -89,6 +89,9 @@ def add_server_flags(parser: argparse.ArgumentParser, *, opa: bool = False, kube
     group.add_argument("--opa-token-file", metavar="PATH", help=IGNORED if not opa else "bearer token for --opa-url")
     group.add_argument("--kubeconfig", metavar="PATH", help=IGNORED if not kube else
                        "an external Kubernetes API server, instead of the devstack one")
+    group.add_argument("--evaluator", choices=("regorus", "opa"), default="regorus", help=IGNORED if not opa else
+                       "what the devstack engine evaluates with: regorus (default) or opa (OPA 1.20's own "
+                       "evaluator, in process); ignored with --opa-url")
     parser.set_defaults(uses_opa=opa, uses_kube=kube)
 
 
@@ -109,20 +112,21 @@ class Opa(_Server):
     url: str
     token_file: Path | None = None
     process: ServerProcess | None = None
+    evaluator: str = "regorus"  # of a devstack engine
     documents: set[str] = field(default_factory=set)
     policy_prefixes: set[str] = field(default_factory=set)
 
     @classmethod
-    def start(cls, tmp: Path, name: str = "engine", *extra: str) -> "Opa":
-        """A devstack engine (stop it with :meth:`close`)."""
+    def start(cls, tmp: Path, name: str = "engine", *extra: str, evaluator: str = "regorus") -> "Opa":
+        """A devstack engine evaluating with ``evaluator`` (stop it with :meth:`close`)."""
         proc = ServerProcess(name, ["-m", "devstack.engine", "--listen", "127.0.0.1:{port}", "--log-level", "warning",
-                                    *extra], "/health", tmp).start()
-        return cls(proc.url, process=proc)
+                                    "--evaluator", evaluator, *extra], "/health", tmp).start()
+        return cls(proc.url, process=proc, evaluator=evaluator)
 
     def describe(self) -> str:
         if self.external:
             return f"OPA: external {self.url}"
-        return "OPA: devstack engine (regorus evaluator), started by the benchmark"
+        return f"OPA: devstack engine ({self.evaluator} evaluator), started by the benchmark"
 
     def headers(self) -> dict[str, str]:
         token = self.token_file.read_text().strip() if self.token_file else ""
@@ -265,6 +269,9 @@ async def servers(args: argparse.Namespace, tmp: Path, kube_args: Sequence[str] 
     for flag, used in (("opa_url", args.uses_opa), ("opa_token_file", args.uses_opa), ("kubeconfig", args.uses_kube)):
         if getattr(args, flag) and not used:
             print(f"note: --{flag.replace('_', '-')} ignored: {IGNORED}", file=sys.stderr)
+    if args.evaluator != "regorus" and (not args.uses_opa or args.opa_url):
+        print(f"note: --evaluator ignored: {IGNORED if not args.uses_opa else 'an external OPA evaluates'}",
+              file=sys.stderr)
     found = Servers()
     try:
         if args.uses_opa:
@@ -274,7 +281,7 @@ async def servers(args: argparse.Namespace, tmp: Path, kube_args: Sequence[str] 
                 await external.require_scratch()
                 found.opa = external
             else:
-                found.opa = Opa.start(tmp)
+                found.opa = Opa.start(tmp, evaluator=args.evaluator)
         if args.uses_kube:
             found.kube = await Kube.connect(args.kubeconfig, tmp, kube_args)
         yield found

@@ -1,6 +1,7 @@
 """Benchmark fedplace-engine over HTTP: query latency as data grows, writes, RSS.
 
-Usage: .venv/bin/python bench/engine.py [--queries 500] [--writes 2000] [--opa-url URL [--opa-token-file PATH]]
+Usage: .venv/bin/python bench/engine.py [--queries 500] [--writes 2000] [--evaluator regorus|opa]
+       [--opa-url URL [--opa-token-file PATH]]
 
 Starts the engine as a subprocess on a free port (or uses the OPA of
 ``--opa-url``, see bench/common.py), loads the federation
@@ -13,7 +14,8 @@ PUT (an update of an existing ReplicaSet, or a new one) followed by a query —
 and single-object PUT throughput. The baseline, measured in the same run, is a
 second engine started with ``--data-sync reload``: identical except that any
 write makes the next query reload all data into the interpreter (the naive
-design). Also printed: the GET /health round trip (the HTTP floor) and RSS.
+design). ``--evaluator opa`` runs both engines on OPA's own evaluator
+(docs/devstack.md: its data is reloaded after every replacement anyway). Also printed: the GET /health round trip (the HTTP floor) and RSS.
 Against an external OPA the baseline, the engine's data-mirror counters and
 the RSS are devstack-only and skipped.
 """
@@ -128,7 +130,8 @@ async def run(args: argparse.Namespace) -> None:
             engine = srv.opa
             engine.owns(documents=("kubernetes",), policies=("bench/",))
             # the baseline is the devstack engine in another mode: none against an external OPA
-            naive = None if engine.external else Opa.start(Path(tmp), "engine-naive", "--data-sync", "reload")
+            naive = None if engine.external else Opa.start(Path(tmp), "engine-naive", "--data-sync", "reload",
+                                                           evaluator=engine.evaluator)
             try:
                 async with engine.session() as s:
                     rows = []
@@ -157,8 +160,8 @@ async def run(args: argparse.Namespace) -> None:
             described = srv.describe()
             external = engine.external
 
-    print(f"### {'external OPA' if external else 'fedplace-engine'} — placement policy, {queries} sequential queries "
-          "per size, over HTTP\n")
+    what = "external OPA" if external else f"fedplace-engine, {args.evaluator} evaluator"
+    print(f"### {what} — placement policy, {queries} sequential queries per size, over HTTP\n")
     print(f"{described}\n")
     print("| objects (clusters) | query p50 (ms) | query p99 (ms) |")
     print("|---:|---:|---:|")

@@ -2,7 +2,9 @@
 
 Flags: ``--listen HOST:PORT`` (default 127.0.0.1:8181), ``--token-file PATH``
 (require ``Authorization: Bearer <file content, stripped>``; the token is never
-logged), ``--log-level``, ``--data-sync incremental|reload`` (benchmark knob).
+logged), ``--log-level``, ``--data-sync incremental|reload`` (benchmark knob),
+``--evaluator regorus|opa`` (what evaluates queries; OPA's compiler decides
+what loads either way).
 Logs are JSON lines on stderr.
 """
 
@@ -21,6 +23,7 @@ from aiohttp import web  # noqa: E402
 
 from common.logs import configure_logging  # noqa: E402
 from common.shutdown import stop_on_signals  # noqa: E402
+from devstack.engine.evaluator import EVALUATORS  # noqa: E402
 from devstack.engine.server import make_app  # noqa: E402
 from devstack.engine.state import EngineState  # noqa: E402
 
@@ -45,13 +48,16 @@ def read_token(path: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="fedplace-engine",
-                                     description="OPA-REST-compatible policy engine on regorus (devstack).")
+                                     description="OPA-REST-compatible policy engine (devstack).")
     parser.add_argument("--listen", type=parse_listen, default=("127.0.0.1", 8181), metavar="HOST:PORT")
     parser.add_argument("--token-file", help="require this bearer token (file content, stripped)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.add_argument("--data-sync", default="incremental", choices=["incremental", "reload"],
                         help="how writes reach the interpreter: incremental (default) or a full reload at the "
                              "next query after any write (the naive baseline, for benchmarks)")
+    parser.add_argument("--evaluator", default="regorus", choices=EVALUATORS,
+                        help="what evaluates queries: regorus (default; fast, incremental data) or opa (OPA 1.20's "
+                             "own evaluator, in process: OPA's evaluation cost, data reloaded after writes)")
     args = parser.parse_args(argv)
     configure_logging("fedplace-engine", args.log_level)
     token = None
@@ -62,18 +68,21 @@ def main(argv: list[str] | None = None) -> int:
             print(f"fedplace-engine: --token-file: {exc}", file=sys.stderr)
             return 2
     try:
-        return asyncio.run(serve(args.listen, token, args.data_sync == "incremental"))
+        return asyncio.run(serve(args.listen, token, args.data_sync == "incremental", args.evaluator))
     except OSError as exc:
         log.error("cannot listen", extra={"listen": f"{args.listen[0]}:{args.listen[1]}", "error": str(exc)})
         return 1
 
 
-async def serve(listen: tuple[str, int], token: str | None, incremental: bool = True) -> int:
-    runner = web.AppRunner(make_app(token, EngineState(incremental)), access_log=None, handle_signals=False)
+async def serve(listen: tuple[str, int], token: str | None, incremental: bool = True,
+                evaluator: str = "regorus") -> int:
+    runner = web.AppRunner(make_app(token, EngineState(incremental, evaluator)), access_log=None,
+                           handle_signals=False)
     await runner.setup()
     site = web.TCPSite(runner, listen[0], listen[1], reuse_address=True)
     await site.start()
-    log.info("serving", extra={"listen": f"{listen[0]}:{listen[1]}", "auth": "token" if token else "none"})
+    log.info("serving", extra={"listen": f"{listen[0]}:{listen[1]}", "auth": "token" if token else "none",
+                               "evaluator": evaluator})
     stop = stop_on_signals()
     await stop.wait()
     log.info("shutting down")

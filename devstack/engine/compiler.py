@@ -26,17 +26,16 @@ Contracts:
 from __future__ import annotations
 
 import json
-import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Mapping
 
 from opa_bindings.engine import OpaEngine, OpaError
 
+from common.opa_errors import ErrorEntry, split_errors  # shared with fedplace what-if
+
 __all__ = ["ErrorEntry", "Refused", "check_module", "check_modules", "parse_details", "rest_errors", "split_errors"]
 
-_LIST_PREFIX = re.compile(r"(?:bundle activation failed: )?(?:1 error occurred: |\d+ errors occurred:\n)")
-_ENTRY = re.compile(r"(?:(?P<where>.*?):(?P<row>\d+): )?(?P<code>rego_[a-z_]+_error): (?P<message>.*)")
 _REJECTIONS = ("parse_error", "prepare_error")  # the bindings' codes for "OPA refused the modules"
 
 ModuleSet = tuple[tuple[str, str], ...]  # sorted (id, raw) pairs
@@ -48,37 +47,6 @@ class Refused(Exception):
 
     errors: list[dict[str, Any]] = field(default_factory=list)
     message: str = ""
-
-
-@dataclass(frozen=True)
-class ErrorEntry:
-    """One error of OPA's text: ``where:row: code: message`` plus its tab-indented detail lines."""
-
-    where: str | None
-    row: int | None
-    code: str
-    message: str
-    details: tuple[str, ...] = ()
-
-
-def split_errors(text: str) -> list[ErrorEntry] | None:
-    """The entries of an ``ast.Errors`` text; ``None`` when ``text`` is not an error list."""
-    head = _LIST_PREFIX.match(text)
-    if head is None:
-        return None
-    entries: list[ErrorEntry] = []
-    for line in text[head.end():].split("\n"):
-        m = _ENTRY.fullmatch(line)
-        if m is not None:
-            row = m.group("row")
-            entries.append(ErrorEntry(m.group("where"), int(row) if row else None, m.group("code"), m.group("message")))
-        elif entries:  # a detail line ("\t" + text), or a message that went on over a newline
-            last = entries[-1]
-            if line.startswith("\t"):
-                entries[-1] = replace(last, details=last.details + (line[1:],))
-            else:
-                entries[-1] = replace(last, message=last.message + "\n" + line)
-    return entries
 
 
 def parse_details(source: str, row: int, shown: str, caret: str) -> dict[str, Any] | None:

@@ -22,6 +22,15 @@ When the overlay grows past its limits, or a change is awkward (arrays on the
 path, top-level keys, very large values), the mirror is marked stale and the
 next query reloads everything once (``rebuild``). Invariant, checked by the
 randomised tests: evaluating ``data`` with the overlay equals the tree.
+
+The mirror works on any engine with regorus' three calls — ``clone()`` of the
+template (policies only), ``add_data(dict)`` (a merge; ``RuntimeError`` when
+it refuses) and ``eval_query(text)``: OPA's evaluator uses it too
+(:mod:`devstack.engine.eval_opa`), with ``overlay=False`` (a replacement or a
+deletion marks the mirror stale: OPA's ``with`` on a data path *merges* an
+object value into what a reader of a parent path sees, so the overlay would
+resurrect removed keys) and ``prepare=False`` (OPA prepares per query text,
+not per engine).
 """
 
 from __future__ import annotations
@@ -29,8 +38,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from typing import Any
-
-import regorus
 
 from devstack.engine.rego import ref_text
 from devstack.engine.store import MISSING, Path, lookup, set_path
@@ -78,15 +85,17 @@ def _is_prefix(prefix: Path, path: Path) -> bool:
 
 @dataclass
 class DataMirror:
-    """A regorus engine (policies + data) kept in step with the tree's writes."""
+    """An engine (policies + data) kept in step with the tree's writes."""
 
-    template: regorus.Engine
+    template: Any  # policies only; ``clone()`` gives an engine to load data into
     limits: Limits = field(default_factory=Limits)
     stats: MirrorStats = field(default_factory=MirrorStats)
     incremental: bool = True  # False: every write reloads all data at the next query (bench baseline)
+    overlay: bool = True      # False: replacements and deletions reload instead of riding as ``with``
+    prepare: bool = True      # evaluate once after each change, so clones start prepared (regorus)
 
     def __post_init__(self) -> None:
-        self.engine: regorus.Engine | None = None
+        self.engine: Any = None
         self.base: dict[str, Any] = {}
         self.sets: dict[Path, str] = {}             # ordered: later entries win
         self.removed: dict[Path, set[str]] = {}     # parent → keys removed from the base's parent
@@ -101,7 +110,7 @@ class DataMirror:
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    def set_template(self, template: regorus.Engine, packages: tuple[Path, ...] = ()) -> None:
+    def set_template(self, template: Any, packages: tuple[Path, ...] = ()) -> None:
         """New policies: the data must be loaded again into an engine carrying them."""
         self.template = template
         self.packages = packages
@@ -110,13 +119,16 @@ class DataMirror:
     def mark_stale(self) -> None:
         if self.engine is not None:
             self.stats.stale_marks += 1
+            close = getattr(self.engine, "close", None)
+            if close is not None:  # OPA's engines hold memory outside Python's heap: free it now
+                close()
         self.engine = None
 
     @property
     def stale(self) -> bool:
         return self.engine is None
 
-    def ready(self, tree: dict[str, Any]) -> regorus.Engine:
+    def ready(self, tree: dict[str, Any]) -> Any:
         """The engine, reloaded from ``tree`` first if stale."""
         if self.engine is None:
             engine = self.template.clone()
@@ -130,7 +142,7 @@ class DataMirror:
             self.hidden = 0
             self._clauses = ""
             self.stats.rebuilds += 1
-        if not self.prepared:
+        if not self.prepared and self.prepare:
             self.engine.eval_query("true")
             self.prepared = True
         return self.engine
@@ -219,7 +231,7 @@ class DataMirror:
             self.base = set_path(self.base, path, value)
             self.stats.merges += 1
             return
-        if nodes > self.limits.max_value_nodes or self._touches_policy(path):
+        if not self.overlay or nodes > self.limits.max_value_nodes or self._touches_policy(path):
             return self.mark_stale()
         self._drop_under(path)
         parent_removed = self.removed.get(path[:-1])
@@ -244,7 +256,7 @@ class DataMirror:
         """``tree`` no longer holds the document at ``path`` (it did before)."""
         if self.engine is None:
             return
-        if not self.incremental:
+        if not self.incremental or not self.overlay:
             return self.mark_stale()
         if len(path) < 2 or path[0] == HIDDEN or self._arrays_on_path(tree, path):
             return self.mark_stale()

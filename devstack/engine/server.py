@@ -8,7 +8,7 @@ requests and encodes answers. Every error body is ``{"code", "message"}``
 Devstack additions (never in OPA), under ``/_devstack`` (token required when
 one is configured): the shared fault injector (``devstack/faults.py``),
 ``POST /_devstack/reset`` (lose every policy and document, like a restart)
-and ``GET /_devstack/state`` (counters of the data mirror).
+and ``GET /_devstack/state`` (the evaluator's name and the counters of its data mirror).
 """
 
 from __future__ import annotations
@@ -98,18 +98,18 @@ class Api:
 
     def _compact(self) -> None:
         self._compact_handle = None
-        mirror = self.state.mirror
+        evaluator = self.state.evaluator
         idle = time.monotonic() - self.last_request
         if idle < IDLE_COMPACT_AFTER:
             self._compact_handle = asyncio.get_running_loop().call_later(IDLE_COMPACT_AFTER - idle, self._compact)
             return
-        if mirror.stale and self.state.packages:
+        if evaluator.stale and self.state.packages:
             start = time.perf_counter()
-            mirror.ready(self.state.tree)
+            evaluator.warm(self.state.tree)
             log.debug("data reloaded while idle", extra={"ms": round((time.perf_counter() - start) * 1000, 1)})
 
     def _after_write(self) -> None:
-        if self.state.mirror.stale and self.state.packages:
+        if self.state.evaluator.stale and self.state.packages:
             self._schedule_compaction()
 
     # -- health and admin -----------------------------------------------------------------------
@@ -124,13 +124,11 @@ class Api:
         return web.json_response({})
 
     async def admin_state(self, request: web.Request) -> web.Response:
-        m = self.state.mirror
         return web.json_response({
             "policies": len(self.state.modules),
             "top_level_keys": len(self.state.tree),
-            "mirror": {"stale": m.stale, "overlay_sets": len(m.sets),
-                       "overlay_removed": sum(len(k) for k in m.removed.values()),
-                       "hidden_values": m.hidden, **vars(m.stats)},
+            "evaluator": self.state.evaluator.name,
+            "mirror": self.state.evaluator.counters(),
         })
 
     # -- policies -------------------------------------------------------------------------------

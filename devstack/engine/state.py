@@ -1,10 +1,13 @@
 """The engine's state and its operations, independent of HTTP.
 
 :class:`EngineState` owns the authoritative data tree (persistent, see
-``store.py``), the loaded modules with their policies-only regorus engine, and
-the :class:`~devstack.engine.mirror.DataMirror` that keeps regorus' data in
-step. Policy changes go through OPA's own compiler first
-(:mod:`~devstack.engine.compiler`, the compiler of record), then regorus'.
+``store.py``), the loaded modules, and an *evaluator* (:mod:`~devstack.engine.evaluator`:
+regorus with its incremental data mirror by default, or OPA's own evaluator)
+kept in step with the tree. Policy changes go through OPA's own compiler first
+(:mod:`~devstack.engine.compiler`, the compiler of record), then the
+evaluator's load check. The REST semantics (undefined, package documents
+assembled rule by rule, base documents beside rules, error bodies) live here,
+identical whichever evaluator answers.
 Every method is synchronous and either commits completely or raises
 without changing anything — the server runs them on the event loop, so each
 request is atomic and a read right after a write sees it.
@@ -16,22 +19,21 @@ message), :class:`PolicyError` (OPA's compile-error response),
 
 from __future__ import annotations
 
-import json
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 from devstack.engine import compiler, rego
+from devstack.engine.evaluator import EVAL_MESSAGE, EvalError, Evaluator, make_evaluator
 from devstack.engine.mirror import HIDDEN, DataMirror
 from devstack.engine.store import (
     MISSING, Path, StoreError, apply_patch, delete, fmt_path, lookup, non_empty, parse_patch, put, read_path,
     set_path,
 )
 
-__all__ = ["COMPILE_MESSAGE", "EngineState", "EvalError", "PolicyError", "conflict_view"]
+__all__ = ["COMPILE_MESSAGE", "EVAL_MESSAGE", "EngineState", "EvalError", "PolicyError", "conflict_view"]
 
 COMPILE_MESSAGE = "error(s) occurred while compiling module(s)"
-EVAL_MESSAGE = "error(s) occurred while evaluating query"
 
 
 @dataclass
@@ -50,16 +52,6 @@ class PolicyError(Exception):
         return body
 
 
-@dataclass
-class EvalError(Exception):
-    """Evaluation failed: 500 ``internal_error`` with OPA's topdown error in ``errors``."""
-
-    error: dict[str, Any]
-
-    def body(self) -> dict[str, Any]:
-        return {"code": "internal_error", "message": EVAL_MESSAGE, "errors": [self.error]}
-
-
 def _is_prefix(prefix: Path, path: Path) -> bool:
     return len(prefix) <= len(path) and path[: len(prefix)] == prefix
 
@@ -67,17 +59,6 @@ def _is_prefix(prefix: Path, path: Path) -> bool:
 def _overlaps(a: Path, b: Path) -> bool:
     n = min(len(a), len(b))
     return a[:n] == b[:n]
-
-
-def _query_terms(path: Path) -> list[str | int]:
-    """OPA's URL-path → ref: integer-looking segments become numbers."""
-    out: list[str | int] = []
-    for seg in path:
-        try:
-            out.append(int(seg))
-        except ValueError:
-            out.append(seg)
-    return out
 
 
 @contextmanager
@@ -96,6 +77,11 @@ def _refusals(code: str) -> Iterator[None]:
 def _collapsed(node: Any) -> Any:
     """``node`` with every non-object replaced by 0: all OPA's path-conflict check tells apart."""
     return {k: _collapsed(v) for k, v in node.items()} if isinstance(node, dict) else 0
+
+
+def _through_array(tree: dict[str, Any], path: Path) -> bool:
+    """Whether a proper prefix of ``path`` is an array in ``tree`` (indexes shift under patches)."""
+    return any(isinstance(lookup(tree, path[:i]), list) for i in range(1, len(path)))
 
 
 def _nested(path: Path, value: Any) -> Any:
@@ -141,14 +127,23 @@ def _conflict_errors(rules: list[rego.RuleRef], tree: dict[str, Any]) -> list[di
 class EngineState:
     """Data, policies and evaluation, with OPA's REST semantics."""
 
-    def __init__(self, incremental: bool = True) -> None:
+    def __init__(self, incremental: bool = True, evaluator: str = "regorus") -> None:
+        """``evaluator``: ``regorus`` or ``opa`` (:data:`~devstack.engine.evaluator.EVALUATORS`);
+        ``incremental=False`` reloads all data after any write (the benchmark baseline)."""
         self.tree: dict[str, Any] = {}
         self.modules: dict[str, rego.Module] = {}
-        self.mirror = DataMirror(rego.compile_modules({}), incremental=incremental)
+        self.incremental = incremental
+        self.evaluator: Evaluator = make_evaluator(evaluator, incremental)
+
+    @property
+    def mirror(self) -> DataMirror:
+        """The evaluator's data mirror (both evaluators keep one)."""
+        return self.evaluator.mirror  # type: ignore[attr-defined, no-any-return]
 
     def reset(self) -> None:
         """Forget everything, as an OPA restart does."""
-        self.__init__(self.mirror.incremental)  # type: ignore[misc]
+        self.evaluator.mark_stale()  # frees what the evaluator holds outside Python's heap
+        self.__init__(self.incremental, self.evaluator.name)  # type: ignore[misc]
 
     # -- policies -----------------------------------------------------------------------------
 
@@ -159,9 +154,9 @@ class EngineState:
     def _rules(self) -> list[rego.RuleRef]:
         return [r for m in self.modules.values() for r in m.rules]
 
-    def _commit_modules(self, modules: dict[str, rego.Module], template: Any) -> None:
+    def _commit_modules(self, modules: dict[str, rego.Module], compiled: Any) -> None:
         self.modules = modules
-        self.mirror.set_template(template, tuple({m.package for m in modules.values()}))
+        self.evaluator.commit(modules, compiled)
 
     def put_policy(self, module_id: str, raw: str) -> None:
         """Add or replace a module; on any error nothing changes.
@@ -186,13 +181,14 @@ class EngineState:
         self._compile_and_commit({k: v for k, v in self.modules.items() if k != module_id}, "invalid_operation")
 
     def _compile_and_commit(self, candidate: dict[str, rego.Module], code: str) -> None:
-        """Compile ``candidate`` (OPA's compiler, then regorus'); commit it, or raise ``code``."""
+        """Compile ``candidate`` (OPA's compiler, then the evaluator's load check); commit it,
+        or raise ``code``."""
         sources = {m.id: m.raw for m in candidate.values()}
         view = conflict_view(self.tree, {m.package for m in candidate.values()})
         with _refusals(code):
             compiler.check_modules(sources, view)
-            template = rego.compile_modules(candidate, (self.modules, self.mirror.template))
-        self._commit_modules(candidate, template)
+            compiled = self.evaluator.compile(candidate)
+        self._commit_modules(candidate, compiled)
 
     def get_policy(self, module_id: str) -> dict[str, Any]:
         mod = self.modules.get(module_id)
@@ -227,29 +223,38 @@ class EngineState:
             return False
         self._commit_tree(put(self.tree, path, value), path)
         if path:
-            self.mirror.wrote(self.tree, path)
+            self.evaluator.wrote(self.tree, path)
         else:
-            self.mirror.mark_stale()
+            self.evaluator.mark_stale()
         return True
 
     def patch_data(self, path: Path, ops: Any) -> None:
+        """``PATCH``: all ops or none. The evaluator hears of each op's document (a patch
+        of many objects of a collection stays incremental), or of the whole document
+        at ``path`` when an op goes through an array."""
         self._check_path(path)
-        for _, rel, _ in parse_patch(ops):
+        parsed = parse_patch(ops)
+        for _, rel, _ in parsed:
             self._check_path(path + rel)
-        existed = lookup(self.tree, path) is not MISSING
+        before = self.tree
         new_tree = apply_patch(self.tree, path, ops)
         self._commit_tree(new_tree, path)
         if not path:
-            self.mirror.mark_stale()
-        elif lookup(self.tree, path) is not MISSING:
-            self.mirror.wrote(self.tree, path)
-        elif existed:
-            self.mirror.deleted(self.tree, path)
+            self.evaluator.mark_stale()
+            return
+        targets = list(dict.fromkeys(path + rel for _, rel, _ in parsed))
+        if not targets or any(_through_array(before, t) or _through_array(self.tree, t) for t in targets):
+            targets = [path]
+        for target in targets:
+            if lookup(self.tree, target) is not MISSING:
+                self.evaluator.wrote(self.tree, target)
+            elif lookup(before, target) is not MISSING:
+                self.evaluator.deleted(self.tree, target)
 
     def delete_data(self, path: Path) -> None:
         self._check_path(path)
         self.tree = delete(self.tree, path)
-        self.mirror.deleted(self.tree, path)
+        self.evaluator.deleted(self.tree, path)
 
     # -- reads -------------------------------------------------------------------------------------
 
@@ -318,14 +323,4 @@ class EngineState:
         """Each ``data`` document of ``paths`` (MISSING when undefined), in one evaluation."""
         if not paths:
             return []
-        engine = self.mirror.ready(self.tree).clone()
-        if input_doc is not MISSING:
-            engine.set_input_json(json.dumps(input_doc))
-        clauses = self.mirror.clauses()
-        query = "; ".join(f"r{i} := [v | v := {rego.ref_text(_query_terms(p))}]{clauses}" for i, p in enumerate(paths))
-        try:
-            doc = json.loads(engine.eval_query_as_json(query))
-        except RuntimeError as exc:
-            raise EvalError(rego.eval_error(str(exc), self.modules)) from exc
-        bindings = ((doc.get("result") or [{}])[0]).get("bindings") or {}
-        return [(bindings.get(f"r{i}") or [MISSING])[0] for i in range(len(paths))]
+        return self.evaluator.evaluate(self.tree, paths, input_doc)

@@ -5,6 +5,10 @@ Written against the wire only (status codes, ``code`` / ``message`` /
 internals, so they also pass against a real OPA
 (``FEDPLACE_TEST_OPA_URL=http://127.0.0.1:8181``). Expected codes come from
 OPA's ``v1/server/server.go``, ``v1/server/writer`` and ``v1/storage/inmem``.
+
+Every test runs twice on the devstack: against the engine evaluating with
+regorus (the default) and against one started with ``--evaluator opa`` (OPA's
+own evaluator behind the same REST layer).
 """
 
 from __future__ import annotations
@@ -12,6 +16,12 @@ from __future__ import annotations
 import json
 
 import pytest
+
+
+@pytest.fixture
+def opa(opa_any_evaluator):
+    """Both evaluators in turn (tests/fixtures/opa.py, ``opa_any_evaluator``)."""
+    return opa_any_evaluator
 
 POLICY = """package fedtest.authz
 

@@ -118,6 +118,50 @@ async def test_pending_reload_runs_when_idle(opa):
     assert (await opa.request("GET", "/v1/data/fedtest/count/n"))[1] == {"result": 3000}
 
 
+# -- the OPA evaluator (--evaluator opa) ----------------------------------------------------------------------
+
+
+async def test_opa_evaluator_answers_with_opas_own_evaluation(opa_evaluator_server):
+    """The engine started with ``--evaluator opa`` names it, and its evaluation errors are
+    OPA's own (regorus words the same failure differently: test_opa_differences.py)."""
+    opa = opa_evaluator_server
+    await opa.reset_state()
+    assert (await opa.devstack_state())["evaluator"] == "opa"
+    assert (await opa.put_policy("fedtest/bad", "package fedtest.bad\n\nn := count(input.five)\n"))[0] == 200
+    status, body = await opa.query("fedtest/bad/n", {"five": 5})
+    assert status == 500 and body["message"] == "error(s) occurred while evaluating query", body
+    assert body["errors"] == [{"code": "eval_type_error",
+                               "message": "count: operand 1 must be one of {array, object, set, string} but got number",
+                               "location": {"file": "fedtest/bad", "row": 3, "col": 1}}]
+
+
+async def test_opa_evaluator_merges_additions_and_reloads_after_replacements(opa_evaluator_server):
+    """OPA's bindings only merge data: a new document is merged into the loaded engine, a
+    replaced or deleted one makes the next query reload — and every query sees every write."""
+    opa = opa_evaluator_server
+    await opa.reset_state()
+    await opa.put_policy("fedtest/count", POLICY.replace("count(data.fedtest.objs)",
+                                                         "sum([o.i | some o in data.fedtest.objs])"))
+    await opa.request("PUT", "/v1/data/fedtest/objs", json_body={f"o{i}": {"i": 1} for i in range(100)})
+    assert (await opa.request("GET", "/v1/data/fedtest/count/n"))[1] == {"result": 100}
+    before = (await opa.devstack_state())["mirror"]
+    for i in range(5):  # additions: merged, no reload
+        await opa.request("PUT", f"/v1/data/fedtest/objs/new{i}", json_body={"i": 10})
+        assert (await opa.request("GET", "/v1/data/fedtest/count/n"))[1] == {"result": 100 + 10 * (i + 1)}
+    merged = (await opa.devstack_state())["mirror"]
+    assert merged["merges"] - before["merges"] == 5 and merged["rebuilds"] == before["rebuilds"], merged
+    await opa.request("PUT", "/v1/data/fedtest/objs/o0", json_body={"i": 1000})  # a replacement
+    await opa.request("DELETE", "/v1/data/fedtest/objs/o1")
+    assert (await opa.request("GET", "/v1/data/fedtest/count/n"))[1] == {"result": 150 - 2 + 1000}
+    # one reload (two if the machine stalled long enough for the idle reload in between)
+    assert (await opa.devstack_state())["mirror"]["rebuilds"] > merged["rebuilds"]
+
+
+def test_cli_rejects_an_unknown_evaluator():
+    proc = subprocess.run(_engine_cmd("--evaluator", "wasm"), capture_output=True, text=True, timeout=20)
+    assert proc.returncode == 2 and "--evaluator" in proc.stderr
+
+
 # -- auth --------------------------------------------------------------------------------------------------
 
 

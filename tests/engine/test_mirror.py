@@ -1,8 +1,9 @@
-"""The data mirror (devstack only): regorus' view of the data always equals the tree.
+"""The data mirror (devstack only): the evaluator's view of the data always equals the tree.
 
 Random sequences of PUT / DELETE / PATCH go through :class:`EngineState`; after
-every step the document as the interpreter sees it (``data.kv`` evaluated with
+every step the document as the evaluator sees it (``data.kv`` evaluated with
 the overlay) must equal the authoritative tree. Tight limits force rebuilds too.
+Both evaluators keep a mirror: regorus (the default) and OPA's own.
 """
 
 from __future__ import annotations
@@ -40,17 +41,22 @@ def _path(rng: random.Random, tree) -> tuple[str, ...]:
 
 
 def _engine_view(state: EngineState):
-    """What the interpreter itself sees at data.kv (one reference, evaluated by regorus)."""
+    """What the evaluator itself sees at data.kv (one reference, evaluated with the overlay)."""
     return state._eval_refs([("kv",)], MISSING)[0]
 
 
-@pytest.mark.parametrize("seed", range(15))
-@pytest.mark.parametrize("limits", [Limits(), Limits(max_sets=3, max_removed=2, max_hidden=5, max_value_nodes=6)],
+@pytest.mark.parametrize("evaluator, seeds", [("regorus", range(15)), ("opa", range(4))], ids=["regorus", "opa"])
+@pytest.mark.parametrize("limits", [None, Limits(max_sets=3, max_removed=2, max_hidden=5, max_value_nodes=6)],
                          ids=["default-limits", "tight-limits"])
-def test_interpreter_view_equals_tree(seed, limits):
+def test_interpreter_view_equals_tree(evaluator, seeds, limits):
+    for seed in seeds:
+        check_random_writes(EngineState(evaluator=evaluator), seed, limits)
+
+
+def check_random_writes(state: EngineState, seed: int, limits: Limits | None) -> None:
     rng = random.Random(seed)
-    state = EngineState()
-    state.mirror.limits = limits
+    if limits is not None:
+        state.mirror.limits = limits
     state.put_data(("kv",), {})
     state.put_policy("probe", "package probe\n\nn := count(data.kv)\n")
     for step in range(150):
@@ -61,10 +67,14 @@ def test_interpreter_view_equals_tree(seed, limits):
                 state.put_data(path, _value(rng))
             elif op < 0.8:
                 state.delete_data(path)
-            else:
-                rel = rng.choice(["", "/" + rng.choice(KEYS)])
-                state.patch_data(path[:-1], [{"op": rng.choice(["add", "replace", "remove"]),
-                                              "path": "/" + path[-1] + rel, "value": _value(rng)}])
+            else:  # one to three ops under one parent, as a batched write of a collection
+                ops = []
+                for _ in range(rng.randint(1, 3)):
+                    key = path[-1] if not ops else rng.choice(KEYS)
+                    rel = rng.choice(["", "/" + rng.choice(KEYS)])
+                    ops.append({"op": rng.choice(["add", "replace", "remove"]), "path": "/" + key.replace("/", "~1")
+                                + rel, "value": _value(rng)})
+                state.patch_data(path[:-1], ops)
         except StoreError:
             pass
         expected = lookup(state.tree, ("kv",))

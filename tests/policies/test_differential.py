@@ -10,7 +10,9 @@ cases (tests/policies/cases.py) are evaluated by both and must agree (see
 * remediation — ``data.io.k8s.federation.remediation.notifications`` for
   generated remediation inputs, over generated replicated objects and clusters;
 * podspec — ``data.io.k8s.federation.podspec`` (the library packs use to find
-  the pod spec) for generated pod-bearing and other objects.
+  the pod spec) for generated pod-bearing and other objects;
+* explain — ``data.io.k8s.federation.explain.packs`` (the placement explanation
+  ``fedplace explain`` shows) for the placement cases.
 
 Each data set is written once (whole, or object by object as opa-kube-sync
 does, alternately) and many inputs are asked about it.
@@ -44,6 +46,7 @@ SEED = int(os.environ.get("FEDPLACE_DIFF_SEED", "20251123"))
 ADMISSION = ("io", "k8s", "federation", "admission")
 NOTIFICATIONS = ("io", "k8s", "federation", "remediation", "notifications")
 PODSPEC = ("io", "k8s", "federation", "podspec")
+EXPLAIN = ("io", "k8s", "federation", "explain", "packs")
 PLACEMENT_DATA_SETS, INPUTS_PER_DATA_SET = 16, 40
 REMEDIATION_DATA_SETS = 40
 PODSPEC_INPUTS = 300
@@ -166,6 +169,20 @@ def podspec_shapes(found: list[Case]) -> None:
     assert 20 <= with_spec <= len(found) - 20, with_spec
 
 
+def explain_shapes(found: list[Case]) -> None:
+    """The placement explanation: not applicable, unconstrained, and clusters eligible and not, all occur."""
+    shapes: Counter[str] = Counter()
+    for case in found:
+        doc = case.opa.value.get("placement") if isinstance(case.opa.value, dict) else None
+        if not isinstance(doc, dict):
+            continue
+        shapes["applies" if doc.get("applies") else "not applicable"] += 1
+        for entry in (doc.get("clusters") or {}).values():
+            shapes["eligible" if entry.get("eligible") else "ineligible"] += 1
+    for shape in ("applies", "not applicable", "eligible", "ineligible"):
+        assert shapes[shape] >= 20, shapes
+
+
 @dataclass(frozen=True)
 class Subject:
     """A shipped policy document under test: its path, its generated data sets, a check of their spread."""
@@ -181,6 +198,7 @@ SUBJECTS = [
     Subject("placement", ADMISSION, placement_sets, placement_shapes, PLACEMENT_DATA_SETS * INPUTS_PER_DATA_SET),
     Subject("remediation", NOTIFICATIONS, remediation_sets, remediation_shapes, 300),
     Subject("podspec", PODSPEC, podspec_sets, podspec_shapes, PODSPEC_INPUTS),
+    Subject("explain", EXPLAIN, placement_sets, explain_shapes, PLACEMENT_DATA_SETS * INPUTS_PER_DATA_SET),
 ]
 
 
