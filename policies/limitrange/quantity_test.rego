@@ -100,3 +100,19 @@ test_format if {
 	quantity.format({"whole": 123, "nano": 0}, "memory") == "123"
 	quantity.format({"whole": 0, "nano": 0}, "memory") == "0"
 }
+
+# parse_all (the pack parses a decision's values in one go) gives every value
+# what parse gives it, whichever path each one takes.
+test_parse_all_is_parse_of_each if {
+	vs := [
+		"512Mi", "2", "0", "250m", "0m", "1001m", "1.5Gi", "0.5", "0.123456m", "999999999999999Ti",
+		"9223372036854775m", "1e3", " 1Gi ", "1K", "", "-1", "+1", "0001", "1.", 5, 0.5, null, true, {"a": 1},
+		"1\n2",
+	]
+	parsed := quantity.parse_all(vs)
+	every v in vs {
+		parsed[v] == quantity.parse(v)
+	}
+	# a value holding a line break is parsed whole (its lines are only extra keys)
+	not parsed["1\n2"].ok
+}

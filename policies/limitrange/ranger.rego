@@ -40,9 +40,10 @@
 # containers are immutable and Kubernetes skips Pod updates too.
 #
 # Written for the devstack engine's speed as much as OPA's: quantities are
-# parsed once per decision (parsed), constraints are checked with plain
-# integer comparisons in milli-units, and messages are built only for what
-# fails.
+# parsed once per decision, all together (parsed), constraints are checked
+# with plain integer comparisons in milli-units, messages are built only for
+# what fails, and hot loops read rules through locals and call no helper
+# they can do without (see README.md).
 package io.k8s.federation.limitrange
 
 import data.io.k8s.federation.limitrange.quantity
@@ -51,9 +52,18 @@ import data.io.k8s.federation.replicated
 
 namespace := input.metadata.namespace
 
+# Every replicated LimitRange, {namespace: {name: LimitRange}}; undefined when
+# none is. It reads no input, so a tool can tell the pack is idle without
+# looking at an object (fedplace what-if, insight/inputs.py).
+all_ranges := found if {
+	found := replicated.collection("limitranges")
+	is_object(found)
+	count(found) > 0
+}
+
 # The LimitRanges of the object's namespace, {name: LimitRange}.
 ranges := found if {
-	found := replicated.collection("limitranges")[namespace]
+	found := all_ranges[namespace]
 	is_object(found)
 	count(found) > 0
 }
@@ -77,12 +87,17 @@ fields := {"min", "max", "default", "defaultRequest", "maxLimitRequestRatio"}
 constraint_fields := ["min", "max", "maxLimitRequestRatio"]
 
 # -- LimitRange items ----------------------------------------------------------
+#
+# (Hot loops bind the rules they read to locals first: regorus looks a rule
+# up again, ~1 µs, on every reference inside a loop.)
 
 # The items that concern pods (type Container or Pod), in LimitRange name
 # order, then list order.
 raw_items := [{"pos": pos, "range": name, "index": index, "type": raw.type, "raw": raw} |
 	some pos, name in range_names
-	some index, raw in _list(object.get(ranges[name], ["spec", "limits"], []))
+	limits := object.get(ranges[name], ["spec", "limits"], [])
+	is_array(limits)
+	some index, raw in limits
 	is_object(raw)
 	raw.type in {"Container", "Pod"}
 ]
@@ -92,9 +107,10 @@ _entries := [{
 	"pos": item.pos, "range": item.range, "index": item.index, "type": item.type,
 	"field": field, "r": r, "v": v,
 } |
+	names := fields
 	some item in raw_items
 	some field, values in item.raw
-	field in fields
+	field in names
 	is_object(values)
 	some r, v in values
 ]
@@ -103,7 +119,7 @@ _entries := [{
 tracked := {e.r | some e in _entries}
 
 # Every quantity the decision needs, parsed once: {value: parsed quantity}.
-parsed := {v: quantity.parse(v) | some v in _values}
+parsed := quantity.parse_all(_values)
 
 _values contains e.v if some e in _entries
 
@@ -125,52 +141,51 @@ _values contains v if {
 # The bounds (min, max, maxLimitRequestRatio) that parse: {"type", "field",
 # "r", "q", "range"}.
 bounds := [{"type": e.type, "field": e.field, "r": e.r, "q": q, "range": e.range} |
+	p := parsed
+	names := {"min", "max", "maxLimitRequestRatio"}
 	some e in _entries
-	e.field in {"min", "max", "maxLimitRequestRatio"}
-	q := parsed[e.v]
+	e.field in names
+	q := p[e.v]
 	q.ok
 ]
 
 # The same, by field: {"min": […], "max": […], "maxLimitRequestRatio": […]}.
-bounds_of := {field: [b | some b in bounds; b.field == field] | some field in constraint_fields}
+bounds_of := {field: [b | some b in every_bound; b.field == field] |
+	every_bound := bounds
+	some field in constraint_fields
+}
 
 # SetDefaults_LimitRangeItem, then the LimitRanger's merge: the default limit
 # of a resource is the item's default, else its max; the default request the
 # item's defaultRequest, else that default limit, else its min. The first
 # LimitRange by name giving one wins; within one LimitRange its last
 # Container item. {r: {"q", "range", "field"}}.
-default_limits := {r: first[2] |
+default_limits := _defaults(["default", "max"])
+
+default_requests := _defaults(["defaultRequest", "default", "max", "min"])
+
+# (Per Container item, the first of the fields in order naming the resource,
+# if its value parses.)
+_defaults(order) := {r: first[2] |
+	items := [item | some item in raw_items; item.type == "Container"]
+	p := parsed
 	some r in tracked
 	candidates := sort([[item.pos, 0 - item.index, d] |
-		some item in raw_items
-		item.type == "Container"
-		d := _default_of(item, r, ["default", "max"])
+		some item in items
+		found := [[f, v] | some f in order; values := item.raw[f]; v := values[r]]
+		[field, v] := found[0]
+		q := p[v]
+		q.ok
+		d := {"q": q, "range": item.range, "index": item.index, "field": field}
 	])
 	first := candidates[0]
-}
-
-default_requests := {r: first[2] |
-	some r in tracked
-	candidates := sort([[item.pos, 0 - item.index, d] |
-		some item in raw_items
-		item.type == "Container"
-		d := _default_of(item, r, ["defaultRequest", "default", "max", "min"])
-	])
-	first := candidates[0]
-}
-
-# The first of the item's fields (in order) naming r, if its value parses.
-_default_of(item, r, order) := {"q": q, "range": item.range, "index": item.index, "field": field} if {
-	found := [[f, v] | some f in order; values := item.raw[f]; v := values[r]]
-	[field, v] := found[0]
-	q := parsed[v]
-	q.ok
 }
 
 # Malformed LimitRanges.
 range_errors contains msg if {
+	p := parsed
 	some e in _entries
-	q := parsed[e.v]
+	q := p[e.v]
 	not q.ok
 	msg := sprintf("%s: spec.limits[%d].%s[%s] \"%s\" %s", [_range_ref(e.range), e.index, e.field, e.r, q.text, q.error])
 }
@@ -183,15 +198,18 @@ range_errors contains msg if {
 
 range_errors contains msg if {
 	some name in range_names
-	some index, raw in _list(object.get(ranges[name], ["spec", "limits"], []))
+	limits := object.get(ranges[name], ["spec", "limits"], [])
+	is_array(limits)
+	some index, raw in limits
 	not is_object(raw)
 	msg := sprintf("%s: spec.limits[%d] is not an object", [_range_ref(name), index])
 }
 
 range_errors contains msg if {
+	names := fields
 	some item in raw_items
 	some field, values in item.raw
-	field in fields
+	field in names
 	not is_object(values)
 	msg := sprintf("%s: spec.limits[%d].%s is not a map of resource quantities", [_range_ref(item.range), item.index, field])
 }
@@ -199,42 +217,56 @@ range_errors contains msg if {
 # -- containers ----------------------------------------------------------------
 
 # App containers, then init containers; requests and limits of tracked
-# resources only, as written in the object.
+# resources only, as written in the object: {"kind", "field", "index",
+# "sidecar", "name", "resources", "requests", "limits"}.
 containers := array.concat(
-	[_container("container", "containers", i, c, false) |
-		some i, c in _list(object.get(podspec.spec, "containers", []))
+	[_container("container", "containers", i, c, false, names) |
+		names := tracked
+		list := object.get(podspec.spec, "containers", [])
+		is_array(list)
+		some i, c in list
 	],
-	[_container("init container", "initContainers", i, c, object.get(c, "restartPolicy", "") == "Always") |
-		some i, c in _list(object.get(podspec.spec, "initContainers", []))
+	[_container("init container", "initContainers", i, c, object.get(c, "restartPolicy", "") == "Always", names) |
+		names := tracked
+		list := object.get(podspec.spec, "initContainers", [])
+		is_array(list)
+		some i, c in list
 	],
 )
 
-_container(kind, field, index, c, sidecar) := {
+_container(kind, field, index, c, sidecar, names) := {
 	"kind": kind, "field": field, "index": index, "sidecar": sidecar, "name": object.get(c, "name", ""),
 	"resources": object.get(c, "resources", null),
-	"requests": _tracked(object.get(c, ["resources", "requests"], {})),
-	"limits": _tracked(object.get(c, ["resources", "limits"], {})),
+	"requests": {r: v | values := object.get(c, ["resources", "requests"], {}); is_object(values); some r, v in values; r in names},
+	"limits": {r: v | values := object.get(c, ["resources", "limits"], {}); is_object(values); some r, v in values; r in names},
 }
 
-_tracked(list) := {r: v | some r, v in _object(list); r in tracked}
-
 # Requests and limits after defaulting, per container (same order as
-# containers): {"requests": {r: value}, "limits": {r: value}}, each value
-# {"q", "source"} with source "explicit", "limit" (the request is the
-# container's limit) or "default" (plus the LimitRange's "range" and "field").
-effective := [{"requests": requests, "limits": limits} |
+# containers), as the checks look at them: {"who", "requests": {r: value},
+# "limits": {r: value}, "big"}, each value {"q", "source"} with source
+# "explicit", "limit" (the request is the container's limit) or "default"
+# (plus the LimitRange's "range" and "field"); "big" names the resources
+# whose request or limit is beyond MaxMilliValue (compared in units, on the
+# exact path).
+effective := [{"who": _who(c), "requests": requests, "limits": limits, "big": big} |
+	p := parsed
+	default_limit := _default_limit_values
+	default_request := _default_request_values
 	some c in containers
+	c_limits := c.limits
+	c_requests := c.requests
 	limits := object.union(
-		{r: e | some r, e in _default_limit_values; not c.limits[r]},
-		{r: {"q": parsed[v], "source": "explicit"} | some r, v in c.limits},
+		{r: e | some r, e in default_limit; not c_limits[r]},
+		{r: {"q": p[v], "source": "explicit"} | some r, v in c_limits},
 	)
 	requests := object.union(
 		object.union(
-			{r: e | some r, e in _default_request_values; not c.requests[r]; not c.limits[r]},
-			{r: {"q": parsed[v], "source": "limit"} | some r, v in c.limits; not c.requests[r]},
+			{r: e | some r, e in default_request; not c_requests[r]; not c_limits[r]},
+			{r: {"q": p[v], "source": "limit"} | some r, v in c_limits; not c_requests[r]},
 		),
-		{r: {"q": parsed[v], "source": "explicit"} | some r, v in c.requests},
+		{r: {"q": p[v], "source": "explicit"} | some r, v in c_requests},
 	)
+	big := {r | some r, e in requests; e.q.ok; not e.q.small} | {r | some r, e in limits; e.q.ok; not e.q.small}
 ]
 
 _default_limit_values := {r: object.union(d, {"source": "default"}) | some r, d in default_limits}
@@ -245,56 +277,61 @@ _default_request_values := {r: object.union(d, {"source": "default"}) | some r, 
 
 # Pod-level requests and limits (spec.resources) of cpu and memory.
 _pod_level := {kind: values |
+	names := tracked
 	some kind in ["requests", "limits"]
 	values := {r: v |
-		some r, v in _object(object.get(podspec.spec, ["resources", kind], {}))
+		level := object.get(podspec.spec, ["resources", kind], {})
+		is_object(level)
+		some r, v in level
 		r in {"cpu", "memory"}
-		r in tracked
+		r in names
 	}
 }
 
 # The resources Pod items name: only those are totalled.
 pod_resources := {e.r | some e in _entries; e.type == "Pod"}
 
-pod_totals := {kind: {r: t | some r in pod_resources; t := _pod_total(kind, r)} | some kind in ["requests", "limits"]}
-
-_pod_total(kind, r) := {"q": q, "source": "pod"} if {
-	values := _pod_level[kind]
-	q := parsed[values[r]]
-	q.ok
-} else := {"q": q, "source": "total"} if {
-	running := [e.q |
-		some k in _running
-		values := effective[k]
-		of_kind := values[kind]
-		e := of_kind[r]
-		e.q.ok
-	]
-	init_phases := [quantity.total(parts) |
-		some k in _init
-		parts := [e.q |
-			some j in _init
-			_started_by(containers[j], j, k)
-			values := effective[j]
-			of_kind := values[kind]
-			e := of_kind[r]
-			e.q.ok
+# {kind: {r: {"q", "source"}}}: source "pod" (pod-level resources, when
+# they parse) or "total".
+pod_totals := {kind: object.union(from_pod, totals) |
+	resources := pod_resources
+	p := parsed
+	phases := _phases
+	some kind, level in _pod_level
+	from_pod := {r: {"q": q, "source": "pod"} | some r in resources; q := p[level[r]]; q.ok}
+	totals := {r: {"q": q, "source": "total"} |
+		some r in resources
+		not from_pod[r]
+		sums := [quantity.total(parts) |
+			some phase in phases
+			parts := [e.q |
+				some values in phase
+				of_kind := values[kind]
+				e := of_kind[r]
+				e.q.ok
+			]
+			count(parts) > 0
 		]
-		count(parts) > 0
-	]
-	phases := array.concat([quantity.total(running) | count(running) > 0], init_phases)
-	count(phases) > 0
-	q := _largest(phases)
+		count(sums) > 0
+		q := _largest(sums)
+	}
 }
 
-# App containers and sidecars run for the pod's whole life (indexes in containers).
-_running := [k | some k, c in containers; _lives(c)]
-
-_lives(c) if c.field == "containers"
-
-_lives(c) if c.sidecar
-
-_init := [k | some k, c in containers; c.field == "initContainers"]
+# What runs together, as lists of effective values: the app containers and
+# sidecars, which run for the pod's whole life (the first phase); then, for
+# each init container, itself with the sidecars started before it.
+_phases := array.concat([running], [phase |
+	some k, c in cs
+	c.field == "initContainers"
+	phase := [eff[j] | some j, d in cs; _started_by(d, j, k)]
+]) if {
+	cs := containers
+	eff := effective
+	running := array.concat(
+		[eff[k] | some k, c in cs; c.field == "containers"],
+		[eff[k] | some k, c in cs; c.sidecar],
+	)
+}
 
 # While init container k runs: itself and the sidecars before it.
 _started_by(_, j, k) if j == k
@@ -326,8 +363,9 @@ added := {k: adds |
 # resources object, or the limits / requests object, or single entries.
 patch := [op |
 	applies
+	cs := containers
 	some k, adds in added
-	some op in _container_ops(containers[k], adds)
+	some op in _container_ops(cs[k], adds)
 ]
 
 # (The object tests come first: OPA and regorus disagree on
@@ -355,9 +393,10 @@ _escape(key) := replace(replace(key, "~", "~0"), "/", "~1")
 annotation := sprintf("LimitRanger plugin set: %s", [concat("; ", parts)]) if {
 	applies
 	input.kind == "Pod"
+	cs := containers
 	parts := [sprintf("%s %s for %s %s", [concat(", ", sort([r | some r, _ in adds[kind]])), singular, c.kind, c.name]) |
 		some k, adds in added
-		c := containers[k]
+		c := cs[k]
 		some kind in ["requests", "limits"]
 		adds[kind]
 		singular := _singular(kind)
@@ -367,8 +406,9 @@ annotation := sprintf("LimitRanger plugin set: %s", [concat("; ", parts)]) if {
 
 # What defaulting sets, in words, e.g.
 # container "app": cpu limit 500m (LimitRange "defaults").
-defaulted := [sprintf("%s: %s %s %s (LimitRange \"%s\")", [_who(containers[k]), r, _singular(kind), e.q.text, e.range]) |
+defaulted := [sprintf("%s: %s %s %s (LimitRange \"%s\")", [_who(cs[k]), r, _singular(kind), e.q.text, e.range]) |
 	applies
+	cs := containers
 	some k, values in effective
 	some kind in ["requests", "limits"]
 	of_kind := values[kind]
@@ -380,21 +420,12 @@ defaulted := [sprintf("%s: %s %s %s (LimitRange \"%s\")", [_who(containers[k]), 
 # -- checks --------------------------------------------------------------------
 
 # What the checks of each item type look at: each container (Container), the
-# pod totals (Pod); "big" names the resources whose request or limit is
-# beyond MaxMilliValue (compared in units, on the exact path).
-subjects := {
-	"Container": [_subject(_who(c), effective[k]) | some k, c in containers],
-	"Pod": [_subject("pod", pod_totals)],
-}
-
-_subject(who, values) := {"who": who, "requests": values.requests, "limits": values.limits, "big": big} if {
-	big := {r |
-		some kind in ["requests", "limits"]
-		of_kind := values[kind]
-		some r, e in of_kind
-		e.q.ok
-		not e.q.small
-	}
+# pod totals (Pod); each {"who", "requests", "limits", "big"} (see effective).
+subjects := {"Container": effective, "Pod": [{
+	"who": "pod", "requests": totals.requests, "limits": totals.limits,
+	"big": {r | some kind in ["requests", "limits"]; some r, e in totals[kind]; e.q.ok; not e.q.small},
+}]} if {
+	totals := pod_totals
 }
 
 # Every violated constraint; empty when the pack does not apply.
@@ -406,19 +437,21 @@ violations contains msg if {
 # Malformed quantities of the object.
 violations contains msg if {
 	applies
+	p := parsed
 	some c in containers
 	some kind in ["requests", "limits"]
 	some r, v in c[kind]
-	q := parsed[v]
+	q := p[v]
 	not q.ok
 	msg := sprintf("%s: %s %s \"%s\" %s", [_who(c), r, _singular(kind), q.text, q.error])
 }
 
 violations contains msg if {
 	applies
+	p := parsed
 	some kind, values in _pod_level
 	some r, v in values
-	q := parsed[v]
+	q := p[v]
 	not q.ok
 	msg := sprintf("pod: %s %s \"%s\" %s", [r, _singular(kind), q.text, q.error])
 }
@@ -429,17 +462,19 @@ violations contains msg if {
 # say what exactly fails. Values beyond MaxMilliValue take the exact path.
 violations contains msg if {
 	applies
+	subs := subjects
 	some b in bounds_of.min
-	some s in subjects[b.type]
+	some s in subs[b.type]
 	not s.requests[b.r]
 	msg := _message(s, b, _min_problem(s, b.r, b))
 }
 
 violations contains msg if {
 	applies
+	subs := subjects
 	some b in bounds_of.min
 	b.q.small
-	some s in subjects[b.type]
+	some s in subs[b.type]
 	some kind in ["requests", "limits"]
 	of_kind := s[kind]
 	of_kind[b.r].q.milli < b.q.milli
@@ -449,17 +484,19 @@ violations contains msg if {
 
 violations contains msg if {
 	applies
+	subs := subjects
 	some b in bounds_of.max
-	some s in subjects[b.type]
+	some s in subs[b.type]
 	not s.limits[b.r]
 	msg := _message(s, b, _max_problem(s, b.r, b))
 }
 
 violations contains msg if {
 	applies
+	subs := subjects
 	some b in bounds_of.max
 	b.q.small
-	some s in subjects[b.type]
+	some s in subs[b.type]
 	some kind in ["limits", "requests"]
 	of_kind := s[kind]
 	of_kind[b.r].q.milli > b.q.milli
@@ -469,8 +506,9 @@ violations contains msg if {
 
 violations contains msg if {
 	applies
+	subs := subjects
 	some b in bounds_of.maxLimitRequestRatio
-	some s in subjects[b.type]
+	some s in subs[b.type]
 	not _ratio_fine(s, b)
 	msg := _message(s, b, _ratio_problem(s, b.r, b))
 }
@@ -478,20 +516,23 @@ violations contains msg if {
 # The exact path: a bound or a value beyond MaxMilliValue.
 violations contains msg if {
 	applies
+	subs := subjects
+	by_field := bounds_of
 	some field in ["min", "max"]
-	some b in bounds_of[field]
+	some b in by_field[field]
 	not b.q.small
-	some s in subjects[b.type]
+	some s in subs[b.type]
 	msg := _message(s, b, _problem(field, s, b.r, b))
 }
 
 violations contains msg if {
 	applies
+	by_field := bounds_of
 	some type, of_type in subjects
 	some s in of_type
 	some r in s.big
 	some field in ["min", "max"]
-	some b in bounds_of[field]
+	some b in by_field[field]
 	b.type == type
 	b.r == r
 	msg := _message(s, b, _problem(field, s, r, b))
@@ -629,14 +670,16 @@ _ratio_text(lim, req) := format_int(hundredths / 100, 10) if {
 # the pod (ValidateResourceRequirements), so the pack says why first.
 violations contains msg if {
 	applies
+	cs := containers
 	some k, values in effective
+	limits := values.limits
 	some r, request in values.requests
-	limit := values.limits[r]
+	limit := limits[r]
 	"default" in {request.source, limit.source}
 	request.q.ok
 	limit.q.ok
 	quantity.less(limit.q, request.q)
-	msg := sprintf("%s: %s request %s is above its limit %s", [_who(containers[k]), r, _shown(request), _shown(limit)])
+	msg := sprintf("%s: %s request %s is above its limit %s", [_who(cs[k]), r, _shown(request), _shown(limit)])
 }
 
 # -- words ---------------------------------------------------------------------
@@ -662,11 +705,3 @@ _shown(e) := sprintf("%s (default from LimitRange \"%s\")", [e.q.text, e.range])
 else := sprintf("%s (its limit)", [e.q.text]) if e.source == "limit"
 
 else := e.q.text
-
-_list(x) := x if is_array(x)
-
-else := []
-
-_object(x) := x if is_object(x)
-
-else := {}

@@ -165,10 +165,13 @@ tolerations(spec) := ts if {
 } else := []
 
 toleration_violations(m, spec, exempt) := {v |
-	some t in tolerations(spec)
+	ts := tolerations(spec)
+	count(ts) > 0
+	rules := array.concat(section_list(m, "allowed", "tolerations"), section_list(m, "required", "tolerations"))
+	some t in ts
 	c := canonical_toleration(t)
 	not exempt_canonical(c, exempt)
-	not toleration_allowed(m, c)
+	not toleration_allowed(m, c, rules)
 	v := violation("toleration", json.marshal(t), "not allowed (no allowed toleration rule covers it)")
 } | {v |
 	required := m.required.tolerations
@@ -186,10 +189,11 @@ exempt_canonical(c, exempt) if {
 	covers(rule, c)
 }
 
-toleration_allowed(m, c) := true if {
+# (rules: the allowed and required toleration rules of m, listed once per pod.)
+toleration_allowed(m, c, rules) := true if {
 	m.allowed.tolerations == []
 } else := true if {
-	some rule in array.concat(section_list(m, "allowed", "tolerations"), section_list(m, "required", "tolerations"))
+	some rule in rules
 	covers(rule, c)
 } else := true if {
 	some d in as_array(m["default"].tolerations)
@@ -207,14 +211,14 @@ required_toleration_met(ts, required) if {
 # `effect` are null when it tolerates every one (an empty key, operator
 # Exists, an empty effect).
 canonical_toleration(t) := {
-	"key": tolerated(get(t, "key", "")),
+	"key": tolerated(object.get(t, "key", "")),
 	"operator": operator,
-	"value": tolerated_value(operator, get(t, "value", "")),
-	"effect": tolerated(get(t, "effect", "")),
-	"tolerationSeconds": get(t, "tolerationSeconds", null),
+	"value": tolerated_value(operator, object.get(t, "value", "")),
+	"effect": tolerated(object.get(t, "effect", "")),
+	"tolerationSeconds": object.get(t, "tolerationSeconds", null),
 } if {
 	is_object(t)
-	operator := get(t, "operator", "Equal")
+	operator := object.get(t, "operator", "Equal")
 } else := {}
 
 tolerated(x) := null if x == "" else := x
@@ -283,14 +287,23 @@ rule_terms(affinities, t, kind) := get(affinities, [types[t], kind, "nodeSelecto
 
 rules_of(terms) := [r | some term in as_array(terms); some r in as_array(get(term, "matchExpressions", []))]
 
+# (A type the policies allow in any form, {} in allowed, has nothing to
+# check: skipped at once.)
 affinity_violations(m, spec) := {v |
 	affinity := get(spec, "affinity", {})
 	is_object(affinity)
 	some t, parts in affinity
 	is_object(parts)
 	count(parts) > 0
+	not wildcard_type(m, t)
 	some v in affinity_type_violations(m, affinity, t, parts)
 } | required_affinity_violations(m, spec)
+
+wildcard_type(m, t) := true if {
+	m.allowed.affinities == {}
+} else := true if {
+	m.allowed.affinities[types[t]] == {}
+}
 
 affinity_type_violations(m, affinity, t, parts) := {v |
 	some kind, _ in parts

@@ -47,7 +47,20 @@ empty := {"required": {}, "allowed": {}, "default": {}}
 
 # ---- normalisation ---------------------------------------------------------
 
-normalize(spec) := {
+# (The usual spec, with no alias and nothing to rewrite in its default, takes
+# a shorter path: its sections as they are, which is what the general case
+# gives it.)
+normalize(spec) := {"required": r, "allowed": a, "default": d} if {
+	is_object(spec)
+	given := {name: x | some name in sections; x := spec[name]; is_object(x)}
+	r := object.get(given, "required", {})
+	a := object.get(given, "allowed", {})
+	d := object.get(given, "default", {})
+	count(object.filter(r, aliases.required)) == 0
+	count(object.filter(a, aliases.allowed)) == 0
+	count(object.filter(d, aliases["default"])) == 0
+	not rewritten(d)
+} else := {
 	"required": renamed(section(spec, "required"), aliases.required),
 	"allowed": renamed(section(spec, "allowed"), aliases.allowed),
 	"default": normalized_default(renamed(section(spec, "default"), aliases["default"])),
@@ -60,8 +73,11 @@ section(spec, name) := s if {
 } else := {}
 
 # Aliases renamed; when both spellings are given the correct one wins (the
-# validation refuses such a spec anyway).
-renamed(obj, names) := {out: v |
+# validation refuses such a spec anyway). Without an alias (the usual case),
+# the section as it is.
+renamed(obj, names) := obj if {
+	count(object.filter(obj, names)) == 0
+} else := {out: v |
 	some k, v in obj
 	out := object.get(names, k, k)
 	not alias_shadowed(obj, k, out)
@@ -72,7 +88,10 @@ alias_shadowed(obj, k, out) if {
 	out in object.keys(obj)
 }
 
+# (A default with no toleration listing values and no node affinity is kept
+# as it is: the rewriting below would give it back unchanged.)
 normalized_default(d) := object.union(d, object.union(tolerations, affinity)) if {
+	rewritten(d)
 	tolerations := {"tolerations": ts |
 		is_array(d.tolerations)
 		ts := [t | some t0 in d.tolerations; some t in expand_toleration(t0)]
@@ -82,6 +101,18 @@ normalized_default(d) := object.union(d, object.union(tolerations, affinity)) if
 		is_object(d.affinity.nodeAffinity)
 		a := object.union(d.affinity, {"nodeAffinity": node_affinity_k8s(d.affinity.nodeAffinity)})
 	}
+} else := d
+
+rewritten(d) if {
+	is_array(d.tolerations)
+	some t in d.tolerations
+	is_object(t)
+	is_array(t.values)
+}
+
+rewritten(d) if {
+	is_object(d.affinity)
+	is_object(d.affinity.nodeAffinity)
 }
 
 # {"key": "k", "values": ["a", "b"], …} → one toleration per value.
@@ -135,31 +166,24 @@ expression_k8s(e) := object.union(object.remove(e, ["keys", "operators"]), {"key
 
 # ---- merging ---------------------------------------------------------------
 
-merged(specs, _) := empty if count(specs) == 0
-
-merged(specs, option) := specs[0] if {
+# (One else chain: the cases exclude each other, and the chain stops at the
+# first that holds.)
+merged(specs, option) := empty if {
+	count(specs) == 0
+} else := specs[0] if {
 	option == "first"
-	count(specs) > 0
-}
-
-# One policy: every option gives it as it is.
-merged(specs, option) := specs[0] if {
+} else := specs[0] if {
+	# One policy: every option gives it as it is.
 	option in options
 	count(specs) == 1
-}
-
-merged(specs, option) := {sec: first_values(specs, sec) | some sec in sections} if {
+} else := {sec: first_values(specs, sec) | some sec in sections} if {
 	option == "simple"
-	count(specs) > 1
-}
-
-merged(specs, option) := {
+} else := {
 	"required": first_seen(specs, "required"),
 	"allowed": additive(specs),
 	"default": first_seen(specs, "default"),
 } if {
 	option == "smart"
-	count(specs) > 1
 }
 
 first_values(specs, sec) := {comp: v |
@@ -172,7 +196,12 @@ first_value(specs, sec, comp) := values[0] if {
 	count(values) > 0
 }
 
-first_seen(specs, sec) := {comp: v |
+# (When a single policy has anything in the section, its components as they
+# are: what the general case gives then.)
+first_seen(specs, sec) := object.filter(given[0], components[sec]) if {
+	given := [x | some s in specs; x := s[sec]; is_object(x); count(x) > 0]
+	count(given) == 1
+} else := {comp: v |
 	some comp in components[sec]
 	v := first_seen_component(specs, sec, comp)
 }

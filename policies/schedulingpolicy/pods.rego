@@ -90,29 +90,30 @@ merged := merge.merged([merge.normalize(match.get(policies[name], "spec", {})) |
 # ---- defaults ------------------------------------------------------------------
 
 # The default of each component the pod leaves unset: {field: value}.
-defaults := {field: value |
-	some field in merge.components["default"]
-	value := default_value(field)
-}
-
-default_value(field) := value if {
-	field in {"schedulerName", "priorityClassName"}
-	not specified(field)
-	value := merged["default"][field]
-	nonempty_string(value)
-}
-
-default_value(field) := value if {
-	field in {"nodeSelector", "affinity"}
-	not specified(field)
-	value := merged["default"][field]
-	nonempty_object(value)
-}
+# (Written out per kind of component rather than through a function per
+# field: regorus pays for every call and every definition tried.)
+defaults := object.union(object.union(
+	{field: value |
+		d := merged["default"]
+		set := specified_fields
+		some field in ["schedulerName", "priorityClassName"]
+		not field in set
+		value := d[field]
+		nonempty_string(value)
+	},
+	{field: value |
+		d := merged["default"]
+		set := specified_fields
+		some field in ["nodeSelector", "affinity"]
+		not field in set
+		value := d[field]
+		nonempty_object(value)
+	},
+), {"tolerations": tolerations_with_defaults | tolerations_with_defaults})
 
 # Tolerations the API server added itself (exempt) do not count as set: the
 # defaults are appended to them.
-default_value(field) := array.concat(match.tolerations(spec), value) if {
-	field == "tolerations"
+tolerations_with_defaults := array.concat(match.tolerations(spec), value) if {
 	value := merged["default"].tolerations
 	is_array(value)
 	count(value) > 0
@@ -121,11 +122,16 @@ default_value(field) := array.concat(match.tolerations(spec), value) if {
 	}
 }
 
-# Whether the pod spec sets a component. (The lookup happens inside: with x
-# undefined, `not f(x)` fails under OPA and holds under regorus.)
-specified(field) if nonempty_string(spec[field])
-
-specified(field) if nonempty_object(spec[field])
+# The components the pod spec sets: a non-empty string or object.
+specified_fields := {field |
+	some field, x in spec
+	is_string(x)
+	x != ""
+} | {field |
+	some field, x in spec
+	is_object(x)
+	count(x) > 0
+}
 
 nonempty_string(x) if {
 	is_string(x)

@@ -27,14 +27,12 @@ resource := "schedulingpolicies"
 collections := ["clusterrolebindings", "clusterroles", "rolebindings", "roles"]
 
 # Those opa-kube-sync does not replicate (the decision cannot be made without them).
-missing contains plural if {
+# (No `not f(x)` here: with x undefined it fails under OPA and holds under
+# regorus.)
+missing := {plural | some plural in collections} - {plural |
 	some plural in collections
-	not replicated_collection(plural)
+	is_object(replicated.collection(plural))
 }
-
-# (The lookup happens inside: with x undefined, `not f(x)` fails under OPA and
-# holds under regorus.)
-replicated_collection(plural) if is_object(replicated.collection(plural))
 
 # The names a role's rules grant `use` of ("*": all of them).
 grants(role) := {name |
