@@ -19,7 +19,11 @@ list-then-watch protocol (CONTRACTS.md, "List" and "Watch"):
 
 ``synced`` is set after the first ``on_sync`` returned. ``objects`` is the
 cache, keyed ``namespace/name`` (``name`` for cluster-scoped types); it is
-updated before the handler is called.
+updated before the handler is called. ``InformerSettings.transform``, when
+set, is applied to every object as it arrives (each list page, each watch
+event) before anything else sees it: the cache and the handler hold only what
+it returns (e.g. objects without ``managedFields``, which on a real API server
+are a good part of an object's memory).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import logging
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Protocol
+from typing import Any, AsyncIterator, Callable, Protocol
 
 import aiohttp
 from kubernetes_asyncio import client
@@ -63,6 +67,7 @@ class InformerSettings:
     short_watch: float = 1.0  # a watch ending sooner with nothing received is backed off
     label_selector: str | None = None
     field_selector: str | None = None
+    transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # applied to every object received
 
 
 @dataclass
@@ -164,12 +169,14 @@ class Informer:
             page = await kube_json(self.api, "GET", path, query=q)
             kind = str(page.get("kind", ""))
             item_kind = kind[: -len("List")] if kind.endswith("List") else kind
+            transform = self.settings.transform
             for item in page.get("items") or []:
                 # List items omit kind/apiVersion; restore them so objects look as watched.
                 item.setdefault("kind", item_kind)
                 item.setdefault("apiVersion", self.resource.api_version)
-                items.append(item)
+                items.append(transform(item) if transform is not None else item)
             meta = page.get("metadata") or {}
+            del page  # the untransformed page can go before the next one arrives
             token = meta.get("continue") or ""
             if not rv:
                 rv = str(meta.get("resourceVersion", ""))
@@ -228,6 +235,8 @@ class Informer:
         if etype not in ("ADDED", "MODIFIED", "DELETED"):
             log.warning("ignoring unknown watch event", extra={"type": etype})
             return
+        if self.settings.transform is not None:
+            obj = self.settings.transform(obj)
         key = self.resource.key(obj)
         if etype == "DELETED":
             self.objects.pop(key, None)

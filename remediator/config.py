@@ -25,6 +25,8 @@ class RemediatorSettings:
     max_fraction: float = 0.5
     rate: float = 500.0
     concurrency: int = 16
+    chunk: int = 250        # objects in a pass's first query; each next one twice as many ...
+    max_chunk: int = 2000   # ... up to this many
     patch_attempts: int = 5
     notifications_token_file: str | None = None
     lease_namespace: str = "opa"
@@ -58,6 +60,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="abort a pass that would patch more than this share of the objects")
     g.add_argument("--remediate-rate", type=float, default=500.0, metavar="PATCHES_PER_SECOND",
                    help="upper bound on patches sent per second")
+    g.add_argument("--remediate-chunk", type=int, default=250, metavar="OBJECTS",
+                   help="objects evaluated by a pass's first query; patches start once it is answered, and "
+                        "each next query asks for twice as many, up to --remediate-max-chunk")
+    g.add_argument("--remediate-max-chunk", type=int, default=2000, metavar="OBJECTS",
+                   help="most objects evaluated by one query of a pass")
     g.add_argument("--remediate-query", default=DEFAULT_QUERY, metavar="PATH",
                    help="OPA document (under /v1/data) listing the notifications")
     g.add_argument("--notifications-token-file", metavar="FILE",
@@ -84,6 +91,10 @@ def settings_from_args(args: argparse.Namespace) -> RemediatorSettings:
         raise ValueError("--remediate-interval must be positive")
     if args.remediate_debounce < 0:
         raise ValueError("--remediate-debounce must not be negative")
+    if args.remediate_chunk < 1:
+        raise ValueError("--remediate-chunk must be at least 1")
+    if args.remediate_max_chunk < args.remediate_chunk:
+        raise ValueError("--remediate-max-chunk must not be below --remediate-chunk")
     return RemediatorSettings(
         mode=args.remediate,
         resources=resources,
@@ -92,6 +103,8 @@ def settings_from_args(args: argparse.Namespace) -> RemediatorSettings:
         debounce=args.remediate_debounce,
         max_fraction=args.remediate_max_fraction,
         rate=args.remediate_rate,
+        chunk=args.remediate_chunk,
+        max_chunk=args.remediate_max_chunk,
         notifications_token_file=args.notifications_token_file,
         leader_election=args.leader_election == "true",
         lease_namespace=args.leader_election_namespace,

@@ -5,16 +5,24 @@ A *notification* is what the policy says one object's annotations should be:
 the remediation library's output and of ``POST /v1/notifications``). The plan
 compares each with the live object's annotations through the canonical
 serialisation shared with admission, so values never flap.
+
+A pass is evaluated in chunks of objects (:func:`chunks`, growing sizes) so
+patches can start while OPA still evaluates the rest; :func:`guard_verdict`
+says when the max-fraction guard can no longer trip, i.e. when patches may
+start without breaking its "nothing patched" promise.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Sequence, TypeVar
 
 from common.annotations import annotations_to_change
 
-__all__ = ["Notification", "PatchAction", "Plan", "parse_notifications", "plan_pass"]
+__all__ = ["Notification", "PatchAction", "Plan", "chunks", "guard_verdict", "parse_notifications", "plan_pass"]
+
+T = TypeVar("T")
+Verdict = Literal["hold", "release", "trip"]
 
 
 @dataclass(frozen=True)
@@ -114,3 +122,33 @@ def plan_pass(
         plan.would_patch = len(plan.actions)
         plan.actions = []
     return plan
+
+
+def chunks(items: Sequence[T], first: int, largest: int) -> Iterator[Sequence[T]]:
+    """``items`` in consecutive chunks of ``first``, then twice the previous size, at
+    most ``largest`` (both ≥ 1): a small first chunk starts the patches early, larger
+    ones keep the number of queries low."""
+    size, start = max(1, first), 0
+    while start < len(items):
+        yield items[start:start + size]
+        start += size
+        size = min(max(1, largest), size * 2)
+
+
+def guard_verdict(planned: int, unevaluated: int, total: int, max_fraction: float) -> Verdict:
+    """What the max-fraction guard says part-way through a pass.
+
+    ``planned`` patches so far, ``unevaluated`` objects still to be evaluated,
+    ``total`` objects of the remediated kinds. ``trip``: the pass patches more
+    than ``max_fraction`` of ``total`` whatever the rest says; ``release``: it
+    cannot, even if every unevaluated object needs a patch, so patches may be
+    sent; ``hold``: not known yet (nothing may be sent). Once ``release``,
+    evaluating more never turns it into ``trip``: each object evaluated moves
+    from ``unevaluated`` to at most one planned patch.
+    """
+    allowed = max_fraction * max(total, 1)
+    if planned > allowed:
+        return "trip"
+    if planned + unevaluated <= allowed:
+        return "release"
+    return "hold"

@@ -1,21 +1,30 @@
 """The remediator: patch objects whose desired annotations changed.
 
-A pass asks OPA once for every notification (the remediation library's
-output), plans the patches (:mod:`remediator.plan`) and sends them:
+A pass asks OPA for the notifications (the remediation library's output) of
+its objects in chunks (``input.objects``; a small first chunk, then growing
+ones, :func:`remediator.plan.chunks`), plans each chunk's patches as it
+arrives (:mod:`remediator.plan`) and hands them to a
+:class:`~remediator.pipeline.PatchPipeline`, so patches go out while OPA
+evaluates the next chunk:
 
 * only when ``ready()`` says the sync has pushed every type and policy;
 * only while this replica leads (when leader election is on);
 * merge patches on ``metadata.annotations`` with the policy's keys only,
-  rate-limited, retried with backoff on 409 / 429 / 5xx, skipped when the
-  object is gone (404);
-* never when the plan would change more than ``max_fraction`` of the objects
-  (the guard: a Warning Event and a metric, nothing patched);
+  concurrent, rate-limited, retried with backoff on 409 / 429 / 5xx, skipped
+  when the object is gone (404);
+* never when the pass would change more than ``max_fraction`` of the objects
+  (the guard: a Warning Event and a metric, nothing patched — patches are held
+  until the guard can no longer trip);
 * in dry-run mode, Events only.
 
 Passes are triggered by :meth:`Remediator.trigger` (the sync calls it after
 data or policy changes; triggers within ``debounce`` are folded into one), by
-a periodic full pass every ``interval`` seconds, and by ``POST
-/v1/notifications`` (bearer token), whose items are applied directly.
+:meth:`Remediator.on_replicated` (changed remediated objects: a targeted
+pass), by a periodic full pass every ``interval`` seconds, and by ``POST
+/v1/notifications`` (bearer token), whose items are applied directly. A
+request made while a pass runs is pruned by what that pass evaluated after it
+(:func:`remediator.coverage.outstanding`): a full pass interrupted by a
+cluster change re-evaluates only the objects it had evaluated before it.
 """
 
 from __future__ import annotations
@@ -25,8 +34,9 @@ import hmac
 import json
 import logging
 import time
+from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Iterable, Mapping, Protocol
 
 from aiohttp import web
 from kubernetes_asyncio import client
@@ -38,8 +48,10 @@ from common.events import EventRecorder, InvolvedObject
 from common.kube_client import KubeApiError, Resource, kube_json
 from common.opa_client import OpaClient, OpaError, TokenSource
 from remediator.config import RemediatorSettings
+from remediator.coverage import outstanding
 from remediator.leader import LeaderElector, default_identity
-from remediator.plan import Notification, PatchAction, Plan, parse_notifications, plan_pass
+from remediator.pipeline import PassResult, PatchPipeline
+from remediator.plan import Notification, PatchAction, Plan, chunks, parse_notifications, plan_pass
 
 __all__ = ["ApiObjectSource", "ObjectSource", "PassResult", "Remediator"]
 
@@ -56,6 +68,8 @@ PASS_SECONDS = Histogram("fedplace_remediation_pass_seconds", "Duration of a rem
 
 RETRYABLE = frozenset({409, 429, 500, 502, 503, 504})
 MEMO_SECONDS = 30.0
+Key = tuple[str, str, str]  # (resource, namespace or "", name)
+HISTORY = 200  # remediations remembered for the placement page (newest first)
 
 
 class ObjectSource(Protocol):
@@ -64,6 +78,10 @@ class ObjectSource(Protocol):
     def get(self, resource: str, namespace: str, name: str) -> Mapping[str, Any] | None: ...
 
     def count(self, resource: str) -> int: ...
+
+    def keys(self, resource: str) -> Iterable[tuple[str, str]]:
+        """(namespace or "", name) of every object of ``resource``."""
+        ...
 
 
 class ApiObjectSource:
@@ -86,44 +104,21 @@ class ApiObjectSource:
     def count(self, resource: str) -> int:
         return len(self.objects.get(resource, {}))
 
+    def keys(self, resource: str) -> Iterable[tuple[str, str]]:
+        return [((o.get("metadata") or {}).get("namespace") or "", (o.get("metadata") or {}).get("name") or "")
+                for o in self.objects.get(resource, {}).values()]
+
 
 @dataclass(frozen=True)
 class _OwnPatch:
-    """One PATCH we sent: the version the object source showed before it, and the result."""
+    """One PATCH we sent: the version the object source showed before it, and what the
+    plan needs of the result (its annotations: ``{"metadata": {"annotations": …}}``,
+    not the whole object — a full pass may remember thousands)."""
 
     stamp: float
     before_rv: str | None
     after_rv: str | None
     after: Mapping[str, Any]
-
-
-@dataclass
-class PassResult:
-    patched: int = 0
-    planned: int = 0
-    skipped_missing: int = 0
-    in_sync: int = 0
-    failed: int = 0
-    unsatisfiable: int = 0
-    guard_tripped: bool = False
-    dry_run: bool = False
-
-
-class _RateLimiter:
-    """Spaces calls at least ``1/rate`` seconds apart (shared by concurrent workers)."""
-
-    def __init__(self, rate: float) -> None:
-        self.interval = 1.0 / rate
-        self.next = time.monotonic()
-        self.lock = asyncio.Lock()
-
-    async def wait(self) -> None:
-        async with self.lock:
-            now = time.monotonic()
-            delay = self.next - now
-            self.next = max(now, self.next) + self.interval
-        if delay > 0:
-            await asyncio.sleep(delay)
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -159,18 +154,32 @@ class Remediator:
             if settings.notifications_token_file else None
         self.last_result: PassResult | None = None
         self.passes = 0
+        # For the placement page (insight/page.py): the last remediations (newest first) and the
+        # objects whose decision the passes found unsatisfiable, with wall-clock times.
+        self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY)
+        self.unsatisfiable: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.last_pass_time: float | None = None
         # Our own PATCHes, until the watch echoes them back (see _live and is_echo).
         self._patched: dict[tuple[str, str, str], _OwnPatch] = {}
-        # What the next pass covers: everything, or only these objects.
-        self._full = True
-        self._targets: set[tuple[str, str, str]] = set()
+        # What the next pass covers: everything (stamp of the latest request) and/or these
+        # objects (key → stamp); stamps come from _clock (remediator/coverage.py).
+        self._clock = 0
+        self._full_at: int | None = 0
+        self._targets: dict[Key, int] = {}
+        # Objects whose PATCH is in flight → their watch events received meanwhile (the echo
+        # can overtake the PATCH's answer); and the Events of the running pass, sent after it.
+        self._inflight: dict[Key, list[Mapping[str, Any]]] = {}
+        self._held_events: list[tuple[str, str, str, str, str, str]] | None = None
+        self._passing = False  # a pass runs: the replication of its echoes waits (holds_echo)
+        self.after_pass: Callable[[], None] = lambda: None  # the sync: let the held echoes go
 
     # -- triggers ------------------------------------------------------------
 
     def trigger(self, reason: str = "change") -> None:
-        """Ask for a full pass soon (debounced). Never blocks."""
+        """Ask for a full pass soon (debounced); the change has reached OPA. Never blocks."""
         log.debug("remediation triggered", extra={"reason": reason})
-        self._full = True
+        self._clock += 1
+        self._full_at = self._clock
         self._trigger.set()
 
     def on_replicated(self, resource: str, objects: list[dict[str, Any]] | None) -> None:
@@ -182,10 +191,37 @@ class Remediator:
         if resource not in self.resources or objects is None:
             self.trigger(f"data:{resource}")
             return
-        keys = {_key(resource, o) for o in objects if not self.is_echo(resource, o)}
+        keys = set()
+        for obj in objects:
+            key = _key(resource, obj)
+            held = self._inflight.get(key)
+            if held is not None:  # our PATCH of it is in flight: settled when it returns (_patch)
+                held.append(obj)
+            elif not self.is_echo(resource, obj):
+                keys.add(key)
+        self._add_targets(keys)
+
+    def _add_targets(self, keys: set[Key]) -> None:
+        """Ask for a targeted pass over ``keys`` (changes that reached OPA)."""
         if keys:
-            self._targets |= keys
+            self._clock += 1
+            self._targets.update(dict.fromkeys(keys, self._clock))
             self._trigger.set()
+
+    def holds_echo(self, resource: str, obj: Mapping[str, Any]) -> bool:
+        """Whether replicating ``obj`` into OPA should wait until the running pass ends
+        (:attr:`after_pass`): it is the watch echo of one of the pass's own patches (or of
+        one still in flight). Echoes change nothing the pass has not planned for, and OPA's
+        data then stays still under the pass's remaining queries (no reload of the
+        devstack's data mirror between chunks). Never consumes the echo (:meth:`is_echo`)."""
+        if not self._passing or resource not in self.resources:
+            return False
+        key = _key(resource, obj)
+        if key in self._inflight:
+            return True
+        own = self._patched.get(key)
+        return own is not None and bool(own.after_rv) and own.after_rv == (obj.get("metadata") or {}).get(
+            "resourceVersion")
 
     def is_echo(self, resource: str, obj: Mapping[str, Any]) -> bool:
         """Whether ``obj`` is exactly the state one of our own PATCHes produced (same
@@ -212,7 +248,7 @@ class Remediator:
                 try:
                     await asyncio.wait_for(self._trigger.wait(), timeout=self.settings.interval)
                 except asyncio.TimeoutError:
-                    self._full = True  # the interval elapsed: the periodic full pass
+                    self._full_at = self._clock  # the interval elapsed: the periodic full pass
                 if self.settings.debounce > 0:
                     await asyncio.sleep(self.settings.debounce)
                 self._trigger.clear()
@@ -223,18 +259,21 @@ class Remediator:
                 if not self.is_leader() and self.leader is not None:
                     # Keep the request, as a full pass (bounded memory), and run it
                     # once this replica leads.
-                    self._full, self._targets = True, set()
+                    self._full_at, self._targets = self._clock, {}
                     self._trigger.set()
                     self.leader.changed.clear()
                     await self.leader.changed.wait()
                     continue
-                full, targets = self._full, self._targets
-                self._full, self._targets = False, set()
-                if not full and not targets:
+                full_at, targets = self._full_at, self._targets
+                self._full_at, self._targets = None, {}
+                if full_at is None and not targets:
                     continue
+                full = full_at is not None
                 scope = "full" if full else "targeted"
                 try:
-                    await self.run_pass(None if full else sorted(targets))
+                    _, evaluated_at = await self._run_pass(None if full else sorted(targets))
+                    # What changed meanwhile and was evaluated after it needs no second look.
+                    self._full_at, self._targets = outstanding(self._full_at, self._targets, evaluated_at, full)
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # noqa: BLE001 - keep the loop alive
@@ -245,7 +284,9 @@ class Remediator:
                         PASSES.labels("error", scope).inc()
                         log.exception("remediation pass failed")
                     # Not lost: part of the next pass (on the next trigger or the interval).
-                    self._full, self._targets = self._full or full, self._targets | targets
+                    if full and self._full_at is None:
+                        self._full_at = full_at
+                    self._targets = {**targets, **self._targets}
         finally:
             for t in tasks:
                 t.cancel()
@@ -268,31 +309,91 @@ class Remediator:
             return []
         return parse_notifications(doc)
 
-    async def run_pass(self, objects: list[tuple[str, str, str]] | None = None) -> PassResult:
+    async def run_pass(self, objects: list[Key] | None = None) -> PassResult:
         """Plan against OPA's notifications — for every object, or only ``objects``
         ((resource, namespace, name)) — and apply; returns what happened."""
+        return (await self._run_pass(objects))[0]
+
+    def _all_keys(self) -> list[Key]:
+        return sorted((plural, ns, name) for plural in self.resources for ns, name in self.objects.keys(plural))
+
+    async def _run_pass(self, objects: list[Key] | None) -> tuple[PassResult, dict[Key, int]]:
+        """:meth:`run_pass`, also returning the clock at which each object was evaluated.
+
+        The objects are queried chunk by chunk; each chunk's patches go to the
+        pipeline (sent once the guard allows) while the next chunk is evaluated.
+        """
         async with self._pass_lock:
             start = time.monotonic()
             scope = "full" if objects is None else "targeted"
             self._patched = {k: v for k, v in self._patched.items() if start - v.stamp <= MEMO_SECONDS}
-            notifications = [n for n in await self.query_notifications(objects) if n.resource in self.resources]
-            queried = time.monotonic()
+            keys = self._all_keys() if objects is None else list(objects)
             total = sum(self.objects.count(p) for p in self.resources)
-            plan = plan_pass(notifications, self._live, total, self.settings.max_fraction)
-            result = await self._apply(plan)
+            pipeline = PatchPipeline(self._patch, self._note_dry_run, total=total, unevaluated=len(keys),
+                                     max_fraction=self.settings.max_fraction, rate=self.settings.rate,
+                                     concurrency=self.settings.concurrency, dry_run=self.settings.dry_run)
+            evaluated_at: dict[Key, int] = {}
+            queries, query_seconds = 0, 0.0
+            self._hold_events()
+            self._passing = True
+            try:
+                for chunk in chunks(keys, self.settings.chunk, self.settings.max_chunk):
+                    clock = self._clock  # every change stamped up to here has reached OPA
+                    sent = time.monotonic()
+                    notifications = [n for n in await self.query_notifications(list(chunk))
+                                     if n.resource in self.resources]
+                    queries, query_seconds = queries + 1, query_seconds + time.monotonic() - sent
+                    evaluated_at.update(dict.fromkeys(chunk, clock))
+                    plan = plan_pass(notifications, self._live, total, 1.0)  # the guard is the pipeline's
+                    self._note_unsatisfiable(plan.unsatisfiable, list(chunk))
+                    self._report(plan)
+                    if not pipeline.add(plan, len(chunk)):
+                        break  # the guard tripped: the rest cannot change that
+                result = await pipeline.finish()
+            except BaseException:
+                await pipeline.cancel()
+                raise
+            finally:
+                self._passing = False
+                self.after_pass()
+                self._send_events()
+            if objects is None and len(evaluated_at) == len(keys):  # objects gone since the last full pass
+                self.unsatisfiable = {k: v for k, v in self.unsatisfiable.items() if k in evaluated_at}
+            if result.guard_tripped:
+                self._guard_tripped(pipeline.would_patch, total)
             PASS_SECONDS.observe(time.monotonic() - start)
             PASSES.labels("guard" if result.guard_tripped else "ok", scope).inc()
             self.passes += 1
             self.last_result = result
+            self.last_pass_time = time.time()
             log.info("remediation pass", extra={"scope": scope,
                                                 "objects": "all" if objects is None else len(objects),
+                                                "evaluated": len(evaluated_at), "queries": queries,
                                                 "patched": result.patched, "planned": result.planned,
                                                 "in_sync": result.in_sync, "missing": result.skipped_missing,
                                                 "failed": result.failed, "guard": result.guard_tripped,
                                                 "dry_run": result.dry_run,
-                                                "query_seconds": round(queried - start, 3),
+                                                "query_seconds": round(query_seconds, 3),
                                                 "seconds": round(time.monotonic() - start, 3)})
-            return result
+            return result, evaluated_at
+
+    def _note_unsatisfiable(self, found: list[Notification], objects: list[tuple[str, str, str]] | None) -> None:
+        """Remember which objects a pass found unsatisfiable: a full pass replaces the record,
+        a targeted one updates the objects it covered."""
+        now = time.time()
+        if objects is None:
+            self.unsatisfiable = {}
+        else:
+            for key in objects:
+                self.unsatisfiable.pop(key, None)
+        for n in found:
+            self.unsatisfiable[(n.resource, n.namespace, n.name)] = {
+                "resource": n.resource, "namespace": n.namespace, "name": n.name, "errors": list(n.errors),
+                "time": now}
+
+    def _record(self, a: PatchAction, outcome: str) -> None:
+        self.history.appendleft({"time": time.time(), "resource": a.resource, "namespace": a.namespace,
+                                 "name": a.name, "changes": dict(a.changes), "old": dict(a.old), "outcome": outcome})
 
     def _live(self, resource: str, namespace: str, name: str) -> Mapping[str, Any] | None:
         """The object source's view, or what our own PATCH returned while the source
@@ -310,11 +411,20 @@ class Remediator:
     async def apply_notifications(self, notifications: list[Notification]) -> PassResult:
         """Apply pushed notifications (no guard: they name their objects explicitly)."""
         async with self._pass_lock:
-            live: dict[tuple[str, str, str], Mapping[str, Any] | None] = {}
+            live: dict[Key, Mapping[str, Any] | None] = {}
             for n in notifications:
                 live[(n.resource, n.namespace, n.name)] = await self._get_live(n)
             plan = plan_pass(notifications, lambda r, ns, name: live.get((r, ns, name)), len(notifications), 1.0)
-            return await self._apply(plan)
+            self._report(plan)
+            pipeline = PatchPipeline(self._patch, self._note_dry_run, total=len(notifications),
+                                     unevaluated=len(notifications), max_fraction=1.0, rate=self.settings.rate,
+                                     concurrency=self.settings.concurrency, dry_run=self.settings.dry_run)
+            self._hold_events()
+            try:
+                pipeline.add(plan, len(notifications))
+                return await pipeline.finish()
+            finally:
+                self._send_events()
 
     async def _get_live(self, n: Notification) -> Mapping[str, Any] | None:
         res = self.resources.get(n.resource)
@@ -327,51 +437,41 @@ class Remediator:
                 return None
             raise
 
-    async def _apply(self, plan: Plan) -> PassResult:
-        result = PassResult(planned=len(plan.actions), skipped_missing=plan.missing, in_sync=plan.in_sync,
-                            unsatisfiable=len(plan.unsatisfiable), guard_tripped=plan.guard_tripped,
-                            dry_run=self.settings.dry_run)
+    def _report(self, plan: Plan) -> None:
+        """Metrics and Events for what a plan found besides patches."""
         SKIPPED.labels("missing").inc(plan.missing)
         for n in plan.unsatisfiable:
             self._event(n.resource, n.namespace, n.name, "Warning", "PlacementUnsatisfiable",
                         "placement policy cannot be met: " + "; ".join(n.errors))
-        if plan.guard_tripped:
-            GUARD_TRIPS.inc()
-            log.warning("remediation guard tripped: nothing patched",
-                        extra={"would_patch": plan.would_patch, "total": plan.total,
-                               "max_fraction": self.settings.max_fraction})
-            self._event_lease("Warning", "RemediationGuardTripped",
-                              f"pass would patch {plan.would_patch} of {plan.total} objects, more than "
-                              f"{self.settings.max_fraction:.0%}; nothing patched")
-            return result
-        if self.settings.dry_run:
-            for a in plan.actions:
-                PATCHES.labels("dry-run").inc()
-                self._event(a.resource, a.namespace, a.name, "Normal", "PlacementRemediationPlanned",
-                            "dry-run, not patched: " + _describe(a))
-            return result
-        limiter = _RateLimiter(self.settings.rate)
-        queue: asyncio.Queue[PatchAction] = asyncio.Queue()
-        for a in plan.actions:
-            queue.put_nowait(a)
 
-        async def worker() -> None:
-            while not queue.empty():
-                action = queue.get_nowait()
-                await limiter.wait()
-                outcome = await self._patch(action)
-                if outcome == "patched":
-                    result.patched += 1
-                elif outcome == "missing":
-                    result.skipped_missing += 1
-                else:
-                    result.failed += 1
+    def _guard_tripped(self, would_patch: int, total: int) -> None:
+        GUARD_TRIPS.inc()
+        log.warning("remediation guard tripped: nothing patched",
+                    extra={"would_patch_at_least": would_patch, "total": total,
+                           "max_fraction": self.settings.max_fraction})
+        self._event_lease("Warning", "RemediationGuardTripped",
+                          f"pass would patch at least {would_patch} of {total} objects, more than "
+                          f"{self.settings.max_fraction:.0%}; nothing patched")
 
-        workers = min(self.settings.concurrency, len(plan.actions))
-        await asyncio.gather(*(worker() for _ in range(workers)))
-        return result
+    def _note_dry_run(self, a: PatchAction) -> None:
+        """Dry-run: what would be patched, as an Event (and in the history)."""
+        PATCHES.labels("dry-run").inc()
+        self._record(a, "dry-run")
+        self._event(a.resource, a.namespace, a.name, "Normal", "PlacementRemediationPlanned",
+                    "dry-run, not patched: " + _describe(a))
 
     async def _patch(self, a: PatchAction) -> str:
+        """Send one patch. Watch events of the object that arrive while it is in flight are
+        held, then settled by its outcome: our own echo, or somebody else's change (a target)."""
+        key = (a.resource, a.namespace, a.name)
+        self._inflight[key] = []
+        try:
+            return await self._send_patch(a)
+        finally:
+            held = self._inflight.pop(key, [])
+            self._add_targets({key} if [o for o in held if not self.is_echo(a.resource, o)] else set())
+
+    async def _send_patch(self, a: PatchAction) -> str:
         res = self.resources[a.resource]
         path = res.object_path(a.name, a.namespace or None)
 
@@ -397,21 +497,37 @@ class Remediator:
                 SKIPPED.labels("deleted").inc()
                 return "missing"
             SKIPPED.labels("failed").inc()
+            self._record(a, "failed")
             log.warning("remediation patch failed", extra={"object": f"{a.resource}/{a.namespace}/{a.name}",
                                                            "status": exc.status, "error": exc.message})
             return "failed"
         PATCHES.labels("enforce").inc()
         if isinstance(patched, dict):
+            meta = patched.get("metadata") or {}
             self._patched[(a.resource, a.namespace, a.name)] = _OwnPatch(
-                time.monotonic(), (before.get("metadata") or {}).get("resourceVersion"),
-                (patched.get("metadata") or {}).get("resourceVersion"), patched)
+                time.monotonic(), (before.get("metadata") or {}).get("resourceVersion"), meta.get("resourceVersion"),
+                {"metadata": {"annotations": meta.get("annotations") or {}}})
         self._event(a.resource, a.namespace, a.name, "Normal", "PlacementRemediated", _describe(a))
+        self._record(a, "patched")
         return "patched"
 
     # -- events ------------------------------------------------------------------
 
+    def _hold_events(self) -> None:
+        """Keep the Events of the pass that starts until :meth:`_send_events`: its patches
+        come first (Events cost the API server about what a patch costs)."""
+        self._held_events = []
+
+    def _send_events(self) -> None:
+        held, self._held_events = self._held_events or [], None
+        for args in held:
+            self._event(*args)
+
     def _event(self, resource: str, namespace: str, name: str, etype: str, reason: str, message: str) -> None:
         if self.events is None:
+            return
+        if self._held_events is not None:
+            self._held_events.append((resource, namespace, name, etype, reason, message))
             return
         obj = self.objects.get(resource, namespace, name) or {}
         res = self.resources.get(resource)

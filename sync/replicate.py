@@ -6,34 +6,50 @@
 :class:`ReplicationHandler` is an informer handler. A (re)list replaces the whole
 collection with ONE PUT, so objects deleted while the watch was down
 disappear. Watch events go into a pending map (latest state per object) that
-a flusher drains, one PUT or DELETE per object: a burst of changes to one
-object during a slow write becomes one write. A relist discards pending
+a flusher drains: one PUT or DELETE when one object is pending, else one JSON
+Patch of the collection carrying up to ``MAX_BATCH`` objects (a burst — the
+echoes of a remediation pass, a bulk creation — costs OPA a few requests, not
+one per object; OPA applies a patch atomically). A burst of changes to one
+object during a slow write becomes one write. A change ``hold(obj)`` claims
+stays pending (the remediator holds the watch echoes of its own patches until
+its pass ends, so OPA's data does not change under the pass's remaining
+queries) until :meth:`ReplicationHandler.wake`. A relist discards pending
 events (the list supersedes them) under the same lock the flusher writes
 under, so an old event can never land after a newer list.
+
+The informer of a type (:meth:`ReplicationHandler.informer_settings`) strips
+noise as objects arrive, so its cache holds what OPA gets, and excludes
+``--replicate-ignore-namespaces`` server-side with a field selector
+(:func:`namespace_field_selector`): ignored namespaces cost nothing to list or
+watch. The client-side filter stays, for a server that ignores the selector.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import itertools
 import logging
 import random
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
+from urllib.parse import quote
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from common.informer import Informer
+from common.informer import Informer, InformerSettings
 from common.kube_client import Resource
 from common.opa_client import OpaClient, OpaRequestError, OpaUnavailable
 from sync.signal import ChangeSignal
 
-__all__ = ["LAST_APPLIED", "ReplicationHandler", "layout", "object_path", "strip"]
+__all__ = ["LAST_APPLIED", "MAX_BATCH", "ReplicationHandler", "batch_ops", "layout", "namespace_field_selector",
+           "object_path", "strip"]
 
 log = logging.getLogger(__name__)
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+MAX_BATCH = 256  # objects in one JSON Patch of a collection
 
 OBJECTS = Gauge("fedplace_sync_objects", "Objects replicated into OPA, per resource", ["resource"])
 EVENTS = Counter("fedplace_sync_events_applied_total", "Watch events written to OPA", ["resource", "type"])
@@ -77,12 +93,38 @@ def layout(resource: Resource, objects: Iterable[dict[str, Any]], ignore: frozen
     return doc
 
 
+def namespace_field_selector(ignore: Iterable[str]) -> str | None:
+    """``metadata.namespace!=a,metadata.namespace!=b`` (sorted), or None when nothing is ignored."""
+    return ",".join(f"metadata.namespace!={ns}" for ns in sorted(set(ignore))) or None
+
+
 def object_path(resource: Resource, root: str, obj: dict[str, Any]) -> list[str]:
     """OPA data path of one object: ``[root, plural, ns, name]`` or ``[root, plural, name]``."""
     meta = obj.get("metadata") or {}
     if resource.namespaced:
         return [root, resource.plural, meta.get("namespace") or "", meta["name"]]
     return [root, resource.plural, meta["name"]]
+
+
+def _pointer(segments: Iterable[str]) -> str:
+    """A JSON Pointer as OPA's PATCH reads it: each segment URL-escaped, then ``~``/``/`` escaped."""
+    return "".join("/" + quote(s.replace("~", "~0").replace("/", "~1"), safe="~") for s in segments)
+
+
+def batch_ops(resource: Resource, events: Iterable[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """JSON Patch operations, relative to the collection document, applying watch
+    ``events`` ((type, object)): ``add`` (creates or replaces) the stripped object,
+    ``remove`` it when DELETED. OPA refuses the whole patch (404) when a namespace
+    is not in the collection yet or a removed object is not there."""
+    ops: list[dict[str, Any]] = []
+    for event_type, obj in events:
+        meta = obj.get("metadata") or {}
+        where = [meta.get("namespace") or "", meta["name"]] if resource.namespaced else [meta["name"]]
+        if event_type == "DELETED":
+            ops.append({"op": "remove", "path": _pointer(where)})
+        else:
+            ops.append({"op": "add", "path": _pointer(where), "value": strip(copy.copy(obj))})
+    return ops
 
 
 def retryable(exc: BaseException) -> bool:
@@ -114,9 +156,12 @@ class ReplicationHandler:
         self.ignore = ignore_namespaces
         self.on_opa_error = on_opa_error
         self.on_written = on_written
+        # Changes to keep pending for now (set by the sync: the remediator's echoes during a pass).
+        self.hold: Callable[[dict[str, Any]], bool] = lambda obj: False
         self.informer: Informer | None = None
         self.synced = asyncio.Event()
         self._pending: dict[str, _Pending] = {}
+        self._held: dict[str, _Pending] = {}  # pending changes ``hold`` kept back, until wake()
         self._full_pending = False  # the whole collection still has to be written
         self._present: set[str] = set()  # keys of the objects OPA holds (for the gauge)
         self._wake = asyncio.Event()
@@ -127,6 +172,12 @@ class ReplicationHandler:
     def collection(self) -> list[str]:
         return [self.root, self.resource.plural]
 
+    def informer_settings(self) -> InformerSettings:
+        """How this type's informer lists and watches: noise stripped on arrival, ignored
+        namespaces excluded by the API server."""
+        selector = namespace_field_selector(self.ignore) if self.resource.namespaced else None
+        return InformerSettings(field_selector=selector, transform=strip)
+
     # -- informer handler ------------------------------------------------------
 
     async def on_sync(self, objects: list[dict[str, Any]], resource_version: str) -> None:
@@ -136,6 +187,7 @@ class ReplicationHandler:
         RELISTS.labels(self._label).inc()
         async with self._lock:
             self._pending.clear()
+            self._held.clear()
             try:
                 await self._put_collection(objects)
             except Exception as exc:  # noqa: BLE001 - sorted below
@@ -150,6 +202,14 @@ class ReplicationHandler:
         self.synced.set()
         self._notify(None)
 
+    def wake(self) -> None:
+        """Look again at what ``hold`` kept back: it goes now unless held still. Never blocks."""
+        if self._held:
+            for key, item in self._held.items():
+                self._pending.setdefault(key, item)
+            self._held.clear()
+            self._wake.set()
+
     def _notify(self, objects: list[dict[str, Any]] | None) -> None:
         self.signal.notify(f"data:{self.resource.plural}")
         self.on_written(self.resource.plural, objects)
@@ -158,7 +218,9 @@ class ReplicationHandler:
         meta = obj.get("metadata") or {}
         if not meta.get("name") or (self.resource.namespaced and meta.get("namespace") in self.ignore):
             return
-        self._pending[self.resource.key(obj)] = _Pending(event_type, obj, time.monotonic())
+        key = self.resource.key(obj)
+        self._held.pop(key, None)  # superseded
+        self._pending[key] = _Pending(event_type, obj, time.monotonic())
         self._wake.set()
 
     # -- writes ------------------------------------------------------------------
@@ -202,6 +264,7 @@ class ReplicationHandler:
                         await self._put_collection(self.informer.objects.values())
                         self._full_pending = False
                         self._pending.clear()  # the cache already holds every pending change
+                        self._held.clear()
                         self.synced.set()
                         whole = True
                         failures = 0
@@ -210,33 +273,13 @@ class ReplicationHandler:
                         log.warning("collection write failed; will retry",
                                     extra={"resource": self._label, "error": str(exc)})
                 while self._pending and not self._full_pending:
-                    key, item = next(iter(self._pending.items()))
-                    try:
-                        await self._write(item)
-                    except Exception as exc:  # noqa: BLE001 - sorted below
-                        if not retryable(exc):
-                            log.error("OPA refused a replication write; dropping the event",
-                                      extra={"resource": self._label, "object": key, "error": repr(exc)})
-                            WRITE_ERRORS.labels(self._label).inc()
-                            if self._pending.get(key) is item:
-                                del self._pending[key]
-                            continue
+                    batch = self._take_batch()
+                    if not batch:
+                        continue
+                    if not await self._flush(batch, written):
                         failures += 1
-                        if isinstance(exc, OpaUnavailable):
-                            self.on_opa_error()
-                        log.warning("replication write failed; will retry",
-                                    extra={"resource": self._label, "object": key, "error": str(exc)})
                         break
                     failures = 0
-                    written.append(item.obj)
-                    if item.event_type == "DELETED":
-                        self._present.discard(key)
-                    else:
-                        self._present.add(key)
-                    if self._pending.get(key) is item:  # unchanged while we wrote it
-                        del self._pending[key]
-                    EVENTS.labels(self._label, item.event_type).inc()
-                    LAG.labels(self._label).observe(time.monotonic() - item.received)
             OBJECTS.labels(self._label).set(len(self._present))
             if whole or written:
                 self._notify(None if whole else written)
@@ -244,6 +287,74 @@ class ReplicationHandler:
                 # Capped low: once OPA answers again, pending changes land within ~1 s.
                 await asyncio.sleep(min(1.0, 0.05 * 2 ** min(failures - 1, 5)) * random.uniform(0.8, 1.2))
                 self._wake.set()
+
+    def _take_batch(self) -> list[tuple[str, _Pending]]:
+        """Up to ``MAX_BATCH`` pending changes, oldest first; those ``hold`` claims are set
+        aside (looked at once, until :meth:`wake`)."""
+        batch = []
+        for key, item in list(itertools.islice(self._pending.items(), MAX_BATCH)):
+            if self.hold(item.obj):
+                del self._pending[key]
+                self._held[key] = item
+            else:
+                batch.append((key, item))
+        return batch
+
+    async def _flush(self, batch: list[tuple[str, _Pending]], written: list[dict[str, Any]]) -> bool:
+        """Write ``batch``: one JSON Patch, or object by object when it holds one change or
+        OPA refuses the patch as a whole. A change OPA refuses for good is dropped (logged,
+        counted). False when OPA could not be written to (retry later)."""
+        if len(batch) > 1:
+            try:
+                await self._write_batch([item for _, item in batch])
+            except Exception as exc:  # noqa: BLE001 - sorted below
+                if retryable(exc):
+                    self._write_failed(exc, f"{len(batch)} objects")
+                    return False
+                # refused as a whole (a new namespace, a deleted object OPA lacks): one by one
+            else:
+                for key, item in batch:
+                    self._written(key, item, written)
+                return True
+        for key, item in batch:
+            if self._pending.get(key) is not item:
+                continue  # superseded meanwhile: the newer state comes next
+            try:
+                await self._write(item)
+            except Exception as exc:  # noqa: BLE001 - sorted below
+                if retryable(exc):
+                    self._write_failed(exc, key)
+                    return False
+                log.error("OPA refused a replication write; dropping the event",
+                          extra={"resource": self._label, "object": key, "error": repr(exc)})
+                WRITE_ERRORS.labels(self._label).inc()
+                if self._pending.get(key) is item:
+                    del self._pending[key]
+                continue
+            self._written(key, item, written)
+        return True
+
+    def _write_failed(self, exc: BaseException, what: str) -> None:
+        if isinstance(exc, OpaUnavailable):
+            self.on_opa_error()
+        log.warning("replication write failed; will retry",
+                    extra={"resource": self._label, "object": what, "error": str(exc)})
+
+    def _written(self, key: str, item: _Pending, written: list[dict[str, Any]]) -> None:
+        """Bookkeeping once ``item`` has reached OPA."""
+        written.append(item.obj)
+        if item.event_type == "DELETED":
+            self._present.discard(key)
+        else:
+            self._present.add(key)
+        if self._pending.get(key) is item:  # unchanged while we wrote it
+            del self._pending[key]
+        EVENTS.labels(self._label, item.event_type).inc()
+        LAG.labels(self._label).observe(time.monotonic() - item.received)
+
+    async def _write_batch(self, items: list[_Pending]) -> None:
+        """One JSON Patch of the collection for every item (atomic in OPA)."""
+        await self.opa.patch_data(self.collection, batch_ops(self.resource, ((i.event_type, i.obj) for i in items)))
 
     async def _write(self, item: _Pending) -> None:
         path = object_path(self.resource, self.root, item.obj)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
+import aiohttp
 import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
+
+from common.kube_client import kube_json, kube_stream
 
 from .helpers import assert_status, raw, status_of
 
@@ -147,3 +151,34 @@ async def test_list_items_deserialize_with_typed_api(kube_api: client.ApiClient,
     assert isinstance(listed.items[0], client.V1ReplicaSet)
     assert listed.items[0].spec.template.spec.containers[0].image == "i"
     assert listed.kind == "ReplicaSetList" and listed.api_version == "apps/v1"
+
+
+async def test_namespace_exclusion_field_selector_on_list_and_watch(kube_api: client.ApiClient,
+                                                                    kube_namespaces) -> None:
+    """``metadata.namespace!=a,metadata.namespace!=b`` across all namespaces (what opa-kube-sync
+    sends for --replicate-ignore-namespaces): neither listed nor watched."""
+    a, b, c = [await kube_namespaces.create("fsel") for _ in range(3)]
+    ours = {a, b, c}
+    for ns in ours:
+        await kube_json(kube_api, "POST", f"/api/v1/namespaces/{ns}/configmaps",
+                        body={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "before"}})
+    selector = f"metadata.namespace!={a},metadata.namespace!={b}"
+    listed = await kube_json(kube_api, "GET", "/api/v1/configmaps", query=[("fieldSelector", selector)])
+    assert {i["metadata"]["namespace"] for i in listed["items"]} & ours == {c}
+    stream = await kube_stream(kube_api, "GET", "/api/v1/configmaps", timeout=aiohttp.ClientTimeout(total=30),
+                               query=[("watch", "true"), ("fieldSelector", selector),
+                                      ("resourceVersion", listed["metadata"]["resourceVersion"])])
+    try:
+        for ns in (a, b, c):
+            await kube_json(kube_api, "POST", f"/api/v1/namespaces/{ns}/configmaps",
+                            body={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "after"}})
+        seen = []
+        async for line in stream.content:
+            obj = json.loads(line)["object"]
+            if obj["metadata"].get("namespace") in ours:
+                seen.append((obj["metadata"]["namespace"], obj["metadata"]["name"]))
+                if obj["metadata"]["namespace"] == c:  # written last: the others would have come first
+                    break
+        assert seen == [(c, "after")]
+    finally:
+        stream.release()

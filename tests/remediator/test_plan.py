@@ -5,7 +5,8 @@ import argparse
 import pytest
 
 from remediator.config import add_arguments, settings_from_args
-from remediator.plan import Notification, parse_notifications, plan_pass
+from remediator.coverage import outstanding
+from remediator.plan import Notification, chunks, guard_verdict, parse_notifications, plan_pass
 
 PREFS = "federation.kubernetes.io/replica-set-preferences"
 
@@ -89,3 +90,48 @@ def test_flags():
     assert parse([]).mode == "off"
     with pytest.raises(ValueError, match="max-fraction"):
         parse(["--remediate-max-fraction", "0"])
+
+
+def test_chunk_flags():
+    s = parse(["--remediate-chunk", "10", "--remediate-max-chunk", "40"])
+    assert (s.chunk, s.max_chunk) == (10, 40)
+    assert (parse([]).chunk, parse([]).max_chunk) == (250, 2000)
+    for argv, flag in ((["--remediate-chunk", "0"], "--remediate-chunk"),
+                       (["--remediate-chunk", "50", "--remediate-max-chunk", "10"], "--remediate-max-chunk")):
+        with pytest.raises(ValueError, match=flag):
+            parse(argv)
+
+
+# -- a pass in chunks (remediator/plan.py, remediator/coverage.py) --------------------------------
+
+
+def test_chunks_start_small_and_double_up_to_the_largest():
+    assert [len(c) for c in chunks(list(range(5000)), 250, 2000)] == [250, 500, 1000, 2000, 1250]
+    assert [list(c) for c in chunks([1, 2, 3], 1, 1)] == [[1], [2], [3]]
+    assert list(chunks([], 250, 2000)) == []
+    assert [x for c in chunks(list(range(37)), 3, 8) for x in c] == list(range(37))  # all, in order, once
+
+
+@pytest.mark.parametrize("planned, unevaluated, verdict", [
+    (0, 5, "release"),   # 10 objects, at most 5 may change: even if all five left do, no trip
+    (3, 3, "hold"),      # 3 planned + 3 possible > 5: wait
+    (5, 0, "release"),
+    (6, 0, "trip"),
+    (6, 10, "trip"),     # already over: the rest cannot help
+])
+def test_guard_verdict(planned, unevaluated, verdict):
+    assert guard_verdict(planned, unevaluated, total=10, max_fraction=0.5) == verdict
+
+
+def test_a_full_request_after_a_full_pass_keeps_only_objects_evaluated_before_it():
+    evaluated = {"a": 1, "b": 1, "c": 4, "d": 7}
+    assert outstanding(4, {}, evaluated, pass_was_full=True) == (None, {"a": 4, "b": 4})
+    # a targeted pass covers nothing of a full request
+    assert outstanding(4, {"x": 2}, {"a": 9}, pass_was_full=False) == (4, {"x": 2})
+
+
+def test_targets_are_covered_once_evaluated_at_or_after_their_change():
+    evaluated = {"a": 2, "b": 5}
+    left = outstanding(None, {"a": 3, "b": 5, "new": 4}, evaluated, pass_was_full=False)
+    assert left == (None, {"a": 3, "new": 4})  # b was evaluated after its change; new was not evaluated
+    assert outstanding(6, {"a": 9}, evaluated, pass_was_full=True) == (None, {"a": 9, "b": 6})

@@ -315,3 +315,125 @@ async def test_notifications_endpoint(world, opa, tmp_path, aiohttp_client):
         assert (await resp.json()) == {"patched": 0, "in_sync": 1, "missing": 0, "failed": 0, "dry_run": False}
     finally:
         await client.close()
+
+
+# -- a pass in chunks: pipelined, guarded, incremental ---------------------------------------------------
+# chunk=1: the pass queries OPA object by object, in key order: free, pci1, pci2.
+
+
+def traced(rem: Remediator, log: list[tuple[str, str]]) -> None:
+    """Record each chunk query (sent / answered) and each patch sent, in order."""
+    query, send = rem.query_notifications, rem._send_patch
+
+    async def traced_query(objects=None):
+        log.append(("query", objects[0][2]))
+        out = await query(objects)
+        log.append(("answered", objects[0][2]))
+        return out
+
+    async def traced_send(action):
+        log.append(("patch", action.name))
+        return await send(action)
+
+    rem.query_notifications, rem._send_patch = traced_query, traced_send
+
+
+async def traced_pass(api, opa, log: list[tuple[str, str]] | None = None,
+                      **kw: Any) -> tuple[Any, list[tuple[str, str]]]:
+    """One pass with chunk=1 over the world's three objects, traced into ``log``; (result, log)."""
+    rem, source, client = make(api, opa, chunk=1, max_chunk=1, **kw)
+    log = [] if log is None else log
+    traced(rem, log)
+    try:
+        await source.load()
+        return await rem.run_pass(), log
+    finally:
+        await client.close()
+
+
+async def test_patches_go_out_while_later_chunks_are_evaluated(world, opa):
+    """pci1's patch is sent before pci2 has been evaluated: with 3 objects and at most 70%
+    (2.1) allowed to change, the guard cannot trip once 'free' is known to be in sync."""
+    result, log = await traced_pass(world, opa, max_fraction=0.7)
+    assert (result.patched, result.in_sync, result.guard_tripped) == (2, 0, False)
+    assert [e for e in log if e[0] == "query"] == [("query", "free"), ("query", "pci1"), ("query", "pci2")]
+    assert log.index(("patch", "pci1")) < log.index(("answered", "pci2")), log
+    assert prefs(await annotations_of(world, "pci2")) == {"eu-a"}
+
+
+async def test_guard_holds_early_chunks_patches_and_trips_with_nothing_sent(world, opa):
+    """At most 50% (1.5 of 3) may change: pci1's patch is held while pci2 might still need
+    one, and when it does, the guard trips and pci1 is not patched either."""
+    result, log = await traced_pass(world, opa, max_fraction=0.5)
+    assert result.guard_tripped and result.patched == 0
+    assert not [e for e in log if e[0] == "patch"]
+    assert PREFS not in await annotations_of(world, "pci1")
+
+
+async def test_a_change_during_a_full_pass_re_evaluates_only_what_was_evaluated_before_it(world, opa):
+    """A cluster changes (a full-pass request) once free and pci1 have been queried: the
+    pass goes on, evaluating pci2 after the change; the next pass covers free and pci1 only."""
+    api = world
+    rem, source, client = make(api, opa, chunk=1, max_chunk=1)
+    queried: list[list[str]] = []
+    query = rem.query_notifications
+
+    async def changing(objects=None):
+        queried.append([o[2] for o in objects])
+        out = await query(objects)
+        if len(queried) == 2:
+            rem.trigger("a cluster changed")  # reached OPA after pci1's query was sent
+        return out
+
+    rem.query_notifications = changing
+    await source.load()
+    task = asyncio.create_task(rem.run())
+    try:
+        for _ in range(200):
+            if rem.passes >= 2:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)  # a third pass, if one were (wrongly) asked for, would start now
+        assert queried == [["free"], ["pci1"], ["pci2"], ["free"], ["pci1"]]
+        assert rem.passes == 2
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await client.close()
+
+
+async def test_watch_events_overtaking_the_patch_answer_are_settled_by_it(world, opa, monkeypatch):
+    """The watch may deliver the state our PATCH produced before the PATCH's answer arrives:
+    that echo starts no pass; anybody else's version arriving meanwhile does (a target)."""
+    import remediator.remediator as module
+
+    api = world
+    rem, source, client = make(api, opa)
+    real = module.kube_json
+
+    async def overtaken(api_, method, path, **kw):
+        out = await real(api_, method, path, **kw)
+        if method == "PATCH":  # delivered to the remediator before it sees the answer
+            other = {**out, "metadata": {**out["metadata"], "resourceVersion": "someone-else"}}
+            rem.on_replicated("replicasets", [out if out["metadata"]["name"] == "pci1" else other])
+        return out
+
+    monkeypatch.setattr(module, "kube_json", overtaken)
+    try:
+        await source.load()
+        assert (await rem.run_pass()).patched == 2
+        assert set(rem._targets) == {("replicasets", NS, "pci2")}
+    finally:
+        await client.close()
+
+
+async def test_events_of_a_pass_are_recorded_after_its_patches(world, opa):
+    log: list[tuple[str, str]] = []
+
+    class Recorder:
+        def record(self, involved, etype, reason, message):
+            log.append(("event", involved.name))
+
+    result, _ = await traced_pass(world, opa, log, events=Recorder())
+    assert result.patched == 2
+    assert [kind for kind, _ in log if kind in ("patch", "event")] == ["patch", "patch", "event", "event"], log

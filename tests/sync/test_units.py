@@ -14,7 +14,7 @@ from common.kube_client import Resource
 from sync.config import DEFAULT_POLICY_NAMESPACE, parse_args
 from sync.policies import data_hash, module_ids, normalize_errors, reserved_package_error, status_value
 from sync.rego_scan import RegoScanError, package_clause
-from sync.replicate import LAST_APPLIED, layout, object_path, retryable, strip
+from sync.replicate import LAST_APPLIED, batch_ops, layout, namespace_field_selector, object_path, retryable, strip
 from sync.signal import ChangeSignal
 from common.opa_client import OpaRequestError, OpaUnavailable
 
@@ -48,6 +48,22 @@ def test_object_path():
     assert object_path(RS, "kubernetes", {"metadata": {"name": "a", "namespace": "x"}}) == \
         ["kubernetes", "replicasets", "x", "a"]
     assert object_path(CLUSTERS, "k8s", {"metadata": {"name": "c"}}) == ["k8s", "clusters", "c"]
+
+
+def test_namespace_field_selector_excludes_each_ignored_namespace():
+    assert namespace_field_selector(frozenset()) is None
+    assert namespace_field_selector(["b", "a", "b"]) == "metadata.namespace!=a,metadata.namespace!=b"
+
+
+def test_batch_ops_add_stripped_objects_and_remove_deleted_ones():
+    noisy = {"metadata": {"name": "a~b", "namespace": "x", "managedFields": [{}]}, "spec": {}}
+    gone = {"metadata": {"name": "c", "namespace": "y"}}
+    assert batch_ops(RS, [("MODIFIED", noisy), ("DELETED", gone)]) == [
+        {"op": "add", "path": "/x/a~0b", "value": {"metadata": {"name": "a~b", "namespace": "x"}, "spec": {}}},
+        {"op": "remove", "path": "/y/c"}]
+    assert batch_ops(CLUSTERS, [("ADDED", {"metadata": {"name": "eu/1"}})]) == [
+        {"op": "add", "path": "/eu~11", "value": {"metadata": {"name": "eu/1"}}}]
+    assert noisy["metadata"]["managedFields"] == [{}]  # the cached object is not modified
 
 
 def test_retryable_writes():
