@@ -21,12 +21,14 @@ COPY common/ common/
 COPY admission/ admission/
 COPY sync/ sync/
 COPY remediator/ remediator/
+COPY insight/ insight/
 # Not editable, no extras: only the runtime dependencies of pyproject.toml.
 # Byte-code is compiled here, as the runtime root filesystem is read-only.
 RUN /opt/fedplace/bin/pip install . \
  && /opt/fedplace/bin/python -m compileall -q /opt/fedplace/lib \
  && /opt/fedplace/bin/fedplace-admission --help >/dev/null \
- && /opt/fedplace/bin/opa-kube-sync --help >/dev/null
+ && /opt/fedplace/bin/opa-kube-sync --help >/dev/null \
+ && /opt/fedplace/bin/fedplace --help >/dev/null
 
 # -- runtime: the virtualenv on a clean base, no build tools, not root ---------------
 FROM ${PYTHON_IMAGE}

@@ -37,13 +37,16 @@ node-admit-demo: $(STAMP)
 # (external scratch servers instead of devstack ones; see docs/benchmarks.md).
 bench: $(STAMP)
 	$(PY) bench/engine.py $(BENCH_ARGS)
+	$(PY) bench/engine.py --evaluator opa $(BENCH_ARGS)
+	$(PY) bench/admission.py $(BENCH_ARGS)
 	$(PY) bench/kube.py $(BENCH_ARGS)
 	$(PY) bench/sync.py $(BENCH_ARGS)
-	$(PY) bench/admission.py $(BENCH_ARGS)
 	$(PY) bench/remediation.py $(BENCH_ARGS)
+	$(PY) bench/remediation.py --evaluator opa $(BENCH_ARGS)
 	$(PY) bench/nodeadmit.py $(BENCH_ARGS)
 	$(PY) bench/limitrange.py $(BENCH_ARGS)
 	$(PY) bench/schedulingpolicy.py $(BENCH_ARGS)
+	$(PY) bench/insight.py $(BENCH_ARGS)
 
 # The long fuzz campaign against the webhook and opa-kube-sync (seeded, bounded in
 # time; tests/fuzz/). `make test` runs a short sample of it. Figures: docs/fuzz.md.

@@ -129,6 +129,7 @@ def policy_configmap() -> dict[str, Any]:
     files = {
         "placement.rego": ROOT / "policies/federation/placement.rego",
         "placement-lib.rego": ROOT / "policies/federation/lib.rego",
+        "placement_explain.rego": ROOT / "policies/federation/placement_explain.rego",  # what fedplace explain shows
         "remediation.rego": ROOT / "policies/lib/remediation.rego",
         "podspec.rego": ROOT / "policies/lib/podspec.rego",  # where packs find a pod spec
     }
@@ -165,7 +166,9 @@ async def run_demo(work: Path, keep_running: bool) -> None:
         try:
             await demo_steps(api, work, logs, engine, kube, kubeconfig, procs, started, notify_token)
             if keep_running:
+                sync = next(p for p in procs if p.name == "opa-kube-sync")
                 say("\nEverything is still running (Ctrl-C to stop). KUBECONFIG=" + str(kubeconfig))
+                say(f"Placement page: {sync.url}/placement")
                 while True:
                     await asyncio.sleep(3600)
         finally:
@@ -198,7 +201,8 @@ async def demo_steps(api: client.ApiClient, work: Path, logs: Path, engine: Serv
         *SCHEDULINGPOLICY_SYNC_FLAGS,  # the SchedulingPolicy pack (devstack/demo_schedulingpolicy.py)
         "--policy-namespace", POLICY_NS, "--opa-check-interval", "0.5",
         "--remediate", "enforce", "--remediate-debounce", "0.2", "--remediate-interval", "30",
-        "--leader-election-namespace", "opa", "--notifications-token-file", str(work / "notify.token")],
+        "--leader-election-namespace", "opa", "--notifications-token-file", str(work / "notify.token"),
+        "--placement-page"],
         "/readyz", logs))
     ca_pem, cert_pem, key_pem = make_ca_and_cert(["127.0.0.1", "localhost"])
     (work / "ca.crt").write_bytes(ca_pem)

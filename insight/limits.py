@@ -16,8 +16,8 @@ is what the webhook decides.
 
 Exit status: 0; 1 with ``--fail-on-violations`` when a workload violates a
 limit; 2 on a usage error or when OPA cannot answer (the pack not loaded
-included). The command is built as a subcommand in waiting
-(:func:`add_arguments` + :func:`run`) for a future ``fedplace limits``.
+included). It is also ``fedplace limits`` (:mod:`insight.cli`), built from the
+same :func:`add_arguments` and :func:`run`.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import sys
 from typing import Any, Sequence, TextIO
 
 from common.opa_client import OpaClient, OpaError, OpaSettings
+from insight.options import add_opa_arguments, opa_settings
 
 __all__ = ["REPORT", "add_arguments", "main", "render", "report", "run"]
 
@@ -45,12 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "kinds opa-kube-sync does not replicate are skipped)")
     parser.add_argument("-o", "--output", choices=["table", "json"], default="table")
     parser.add_argument("--fail-on-violations", action="store_true", help="exit 1 when a workload violates a limit")
-    group = parser.add_argument_group("OPA (the same flags as opa-kube-sync and fedplace-admission)")
-    group.add_argument("--opa-url", default="http://127.0.0.1:8181",
-                       help="OPA's server root (…/v1 accepted too)")
-    group.add_argument("--opa-token-file", help="file holding the bearer token for OPA")
-    group.add_argument("--opa-ca-file", help="CA bundle verifying OPA's certificate")
-    group.add_argument("--opa-timeout", type=float, default=10.0, help="seconds for OPA's answer")
+    add_opa_arguments(parser)
 
 
 async def report(settings: OpaSettings, namespace: str, resources: Sequence[str]) -> dict[str, Any]:
@@ -116,8 +112,7 @@ def render(doc: dict[str, Any], out: TextIO) -> None:
 
 
 async def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
-    settings = OpaSettings(url=args.opa_url, token_file=args.opa_token_file, ca_file=args.opa_ca_file,
-                           timeout=args.opa_timeout)
+    settings = opa_settings(args)
     resources = [r.strip() for r in args.resources.split(",") if r.strip()]
     try:
         doc = await report(settings, args.namespace, resources)

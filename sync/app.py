@@ -23,6 +23,7 @@ from common.informer import Informer
 from common.kube_client import Resource, new_api_client
 from common.ops_http import add_ops_routes
 from common.policy_configmaps import CONFIGMAPS, policy_informer_settings
+from insight import page as placement_page
 from remediator.remediator import Remediator
 from sync import replicated_root
 from sync.config import SyncConfig
@@ -53,6 +54,15 @@ class InformerObjects:
     def count(self, resource: str) -> int:
         rep = self.replicators.get(resource)
         return len(rep.informer.objects) if rep is not None and rep.informer is not None else 0
+
+    def keys(self, resource: str) -> list[tuple[str, str]]:
+        """(namespace or "", name) of every cached object (cache keys are ``ns/name`` or ``name``)."""
+        rep = self.replicators.get(resource)
+        if rep is None or rep.informer is None:
+            return []
+        if not rep.resource.namespaced:
+            return [("", key) for key in rep.informer.objects]
+        return [tuple(key.split("/", 1)) for key in rep.informer.objects]  # type: ignore[misc]
 
 
 class SyncApp:
@@ -107,7 +117,7 @@ class SyncApp:
             for res in s.resources:
                 rep = ReplicationHandler(res, self.opa, s.replicate_path, self.signal, s.ignore_namespaces,
                                          on_opa_error=self.detector.poke, on_written=self._on_written)
-                rep.informer = Informer(self.api, res, rep)
+                rep.informer = Informer(self.api, res, rep, settings=rep.informer_settings())
                 self.replicators[res.plural] = rep
                 self.informers.append(rep.informer)
                 self._spawn(rep.run_flusher(), f"flush-{res.plural}")
@@ -129,8 +139,11 @@ class SyncApp:
             self.remediator = Remediator(s.remediator, self.api, self.opa, InformerObjects(self.replicators),
                                          ready=self.is_ready, events=self.events)
             self.remediator.add_routes(app)
+            self._hold_echoes(self.remediator)
             self._spawn(self._forward_changes(self.remediator), "remediator-triggers")
             self._spawn(self.remediator.run(), "remediator")
+        if s.placement_page:
+            placement_page.add_routes(app, lambda: placement_page.sync_view(self), s.placement_page_refresh)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, s.listen[0], s.listen[1])
@@ -208,6 +221,20 @@ class SyncApp:
                                    "PolicyEngineNotResponding",
                                    f"OPA is still working on module {mid} after {self.watch.threshold:g} s; the "
                                    "sync waits for its answer and does not send it again. " + message)
+
+    def _hold_echoes(self, remediator: Remediator) -> None:
+        """The echoes of a pass's own patches are replicated once the pass ends
+        (``Remediator.holds_echo``): OPA's data stays still under its queries."""
+        for plural in remediator.resources:
+            rep = self.replicators.get(plural)
+            if rep is not None:
+                rep.hold = lambda obj, plural=plural: remediator.holds_echo(plural, obj)
+
+        def release() -> None:
+            for rep in self.replicators.values():
+                rep.wake()
+
+        remediator.after_pass = release
 
     def _on_written(self, plural: str, objects: list[dict[str, Any]] | None) -> None:
         if self.remediator is not None:

@@ -43,6 +43,8 @@ class SyncConfig:
     opa_check_interval: float = 1.0
     log_level: str = "info"
     remediator: RemediatorSettings = field(default_factory=RemediatorSettings)
+    placement_page: bool = False
+    placement_page_refresh: float = 10.0
 
     @property
     def remediate(self) -> str:
@@ -120,6 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--opa-check-interval", type=_positive, default=1.0, metavar="SECONDS",
                    help="how often to check that OPA still holds our state (restart detection)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--placement-page", type=_bool, nargs="?", const=True, default=False, metavar="BOOL",
+                   help="serve the placement page at /placement (and its model at /placement.json) on --listen")
+    p.add_argument("--placement-page-refresh", type=_positive, default=10.0, metavar="SECONDS",
+                   help="how often the placement page refreshes itself in the browser")
     add_remediator_arguments(p)
     return p
 
@@ -170,4 +176,6 @@ def parse_args(argv: list[str] | None = None) -> SyncConfig:
         opa_check_interval=args.opa_check_interval,
         log_level=args.log_level,
         remediator=remediation,
+        placement_page=args.placement_page,
+        placement_page_refresh=args.placement_page_refresh,
     )

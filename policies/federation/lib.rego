@@ -98,13 +98,16 @@ eligible_clusters contains name if {
 	pci_ok(object.get(cluster, ["metadata", "labels", pci_label], "0"))
 }
 
-# EU jurisdiction by region: provider prefix (GCE europe-*, AWS eu-*) or name (Azure *europe).
+# EU jurisdiction by region: provider prefix (GCE europe-*, AWS eu-*) or name
+# (Azure *europe), matched against the lower-cased region.
+eu_region_pattern := `^(europe-|eu-)|europe$`
+
 eligible_clusters contains name if {
 	eu_required
 	some name, cluster in clusters
 	region := object.get(cluster, ["status", "region"], "")
 	is_string(region)
-	regex.match(`^(europe-|eu-)|europe$`, lower(region))
+	regex.match(eu_region_pattern, lower(region))
 	pci_ok(object.get(cluster, ["metadata", "labels", pci_label], "0"))
 }
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable
@@ -216,7 +218,7 @@ async def test_ignored_namespaces_are_not_replicated(world, opa, start_sync, kub
     await create_ns(api, skipped)
     await kube_json(api, "POST", RS.collection_path(skipped), body={**rs_body("hidden"),
                                                                    "metadata": {"name": "hidden", "namespace": skipped}})
-    await start_sync("--replicate-ignore-namespaces", f"{skipped},other")
+    svc = await start_sync("--replicate-ignore-namespaces", f"{skipped},other")
     await kube_json(api, "POST", RS.collection_path(skipped), body={**rs_body("hidden2"),
                                                                    "metadata": {"name": "hidden2", "namespace": skipped}})
     await kube_json(api, "POST", RS.collection_path(NS), body=rs_body("seen"))
@@ -228,6 +230,46 @@ async def test_ignored_namespaces_are_not_replicated(world, opa, start_sync, kub
         return got == want
 
     await eventually(only_apps, what="only the non-ignored namespace replicated")
+    # excluded by the API server (a field selector), not filtered after listing: never even cached
+    cached = svc.replicators["replicasets"].informer.objects
+    assert f"{NS}/seen" in cached and not [key for key in cached if key.startswith(skipped + "/")]
+
+
+async def test_noise_is_stripped_before_the_informer_caches_it(world, opa, start_sync):
+    api = world
+    noisy = rs_body("applied", {LAST_APPLIED: json.dumps(rs_body("applied")), "keep": "me"})
+    await kube_json(api, "POST", RS.collection_path(NS), body=noisy)
+    svc = await start_sync()
+    cache = svc.replicators["replicasets"].informer.objects
+    assert cache[f"{NS}/applied"]["metadata"]["annotations"] == {"keep": "me"}  # listed
+    await kube_json(api, "PATCH", RS.object_path("applied", NS), body={"metadata": {"labels": {"v": "2"}}},
+                    content_type="application/merge-patch+json")
+    await assert_in_sync(api, opa, RS)  # what OPA got equals the API server's objects, stripped
+    assert cache[f"{NS}/applied"]["metadata"]["labels"] == {"v": "2"}
+    assert cache[f"{NS}/applied"]["metadata"]["annotations"] == {"keep": "me"}  # watched
+
+
+@pytest.mark.devstack_only
+async def test_a_burst_of_changes_is_written_as_json_patches(world, opa, start_sync, kube_namespaces):
+    """Changes piling up while OPA is slow go out as JSON Patches of the collection;
+    one a patch cannot carry (an object of a namespace OPA has not seen yet) makes
+    that batch go object by object. OPA ends equal to the API server either way."""
+    api = world
+    await start_sync()
+    fresh = kube_namespaces.reserve("burst")
+    await create_ns(api, fresh)
+    await opa.clear_faults()  # also resets the per-request counts read below
+    await opa.set_faults({"latency": 1.0})  # each write takes a second: the burst piles up behind the first
+    changes = [kube_json(api, "POST", RS.collection_path(NS), body=rs_body(f"burst{i}")) for i in range(20)]
+    changes.append(kube_json(api, "POST", RS.collection_path(fresh),
+                             body={**rs_body("first"), "metadata": {"name": "first", "namespace": fresh}}))
+    changes.append(kube_json(api, "DELETE", RS.object_path("rs1", NS)))
+    await asyncio.gather(*changes)
+    await opa.set_faults({"latency": 0})
+    await assert_in_sync(api, opa, RS, timeout=30)
+    _, faults = await opa.request("GET", "/_devstack/faults")
+    assert "PATCH /v1/data/kubernetes/replicasets" in faults["max_in_flight"], faults["max_in_flight"]
+    assert f"PUT /v1/data/kubernetes/replicasets/{fresh}/first" in faults["max_in_flight"]
 
 
 async def test_opa_token_file(kube, kube_api, opa_auth, tmp_path, start_sync):
@@ -624,6 +666,40 @@ async def test_echo_of_own_patches_triggers_no_pass_a_foreign_edit_a_targeted_on
     assert rem.last_result.patched == 1 and rem.last_result.in_sync == 0  # the others were not evaluated
 
 
+async def test_echoes_of_a_pass_reach_opa_after_it(world, opa, start_sync):
+    """While a pass runs (here one object per query), the echoes of its own patches wait in
+    the sync: OPA's data stays still under the pass's remaining queries. Once it ends they
+    are replicated, and recognised as echoes (no further pass)."""
+    api = world
+    await put_remediated_policy(api, owner_policy("platform"))
+    svc = await start_sync(*REMEDIATE, "--remediate-chunk", "1", "--remediate-max-chunk", "1", wait_ready=False)
+    rem = svc.remediator
+    assert rem is not None
+    seen_in_opa: list[bool] = []
+    query = rem.query_notifications
+
+    async def checking(objects=None):
+        if objects and objects[0][2] == "rs2":  # rs0 and rs1 are patched by now (or being patched)
+            cache = svc.replicators["replicasets"].informer.objects
+
+            async def echo_cached() -> bool:
+                return (cache[f"{NS}/rs0"]["metadata"].get("annotations") or {}).get("fedplace.io/owner") == "platform"
+
+            await eventually(echo_cached, 10, "the echo of rs0's patch in the sync's cache")
+            await asyncio.sleep(0.3)  # time enough for a flush, were the echo not held
+            rs0 = await opa_data(opa, "kubernetes", "replicasets", NS, "rs0")
+            seen_in_opa.append("fedplace.io/owner" in (rs0["metadata"].get("annotations") or {}))
+        return await query(objects)
+
+    rem.query_notifications = checking
+    await eventually(every_rs_annotated(api, "fedplace.io/owner", "platform"), 20, "every ReplicaSet annotated")
+    assert seen_in_opa == [False]
+    await assert_in_sync(api, opa, RS)  # then replicated
+    passes = rem.passes
+    await asyncio.sleep(0.5)
+    assert rem.passes == passes, "the held echoes started a pass"
+
+
 async def test_change_to_other_replicated_data_starts_a_full_pass(world, opa, start_sync):
     """Decisions may read any replicated data: a new cluster re-evaluates every ReplicaSet."""
     api = world
@@ -654,3 +730,31 @@ async def test_kube_root_ca_configmap_is_not_loaded(world, opa, start_sync):
     _, body = await opa.request("GET", "/v1/policies")
     assert configmap_module_ids(body) == [f"{POLICY_NS}/p/a.rego"]
     assert await policy_status(api, "kube-root-ca.crt") is None
+
+
+SLIM_PROBE = """
+import asyncio, sys
+from common import kube_slim
+assert kube_slim.install()
+import kubernetes_asyncio.client as client
+from common.kube_client import kube_json, new_api_client
+
+async def main():
+    api = await new_api_client(sys.argv[1])
+    try:
+        doc = await kube_json(api, "GET", "/api/v1/namespaces", query=[("limit", "1")])
+        print(doc["kind"], hasattr(client, "CoreV1Api"), hasattr(client, "V1Pod"))
+    finally:
+        await api.close()
+
+asyncio.run(main())
+"""
+
+
+def test_slim_kubernetes_client_talks_raw_json_without_generated_classes(kube):
+    """What ``python -m sync`` loads (common/kube_slim.py): kubeconfig loading and raw
+    JSON calls work; the generated API and model classes are not there."""
+    proc = subprocess.run([sys.executable, "-c", SLIM_PROBE, str(kube.kubeconfig)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["NamespaceList", "False", "False"]

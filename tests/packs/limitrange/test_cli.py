@@ -143,3 +143,16 @@ def test_console_script(world: Any, tmp_path: Path):
                           text=True, timeout=60, env={**os.environ, "NO_PROXY": "127.0.0.1,localhost"})
     assert proc.returncode == 1, proc.stderr
     assert "ReplicaSet big: would be denied" in proc.stdout
+
+
+def test_fedplace_limits_subcommand(world: Any, tmp_path: Path):
+    """``fedplace limits`` is the same command as ``fedplace-limits`` (insight/cli.py)."""
+    bindir = Path(sys.executable).parent
+    env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost"}
+    argv = args_for(world, tmp_path, "--fail-on-violations")
+    one = subprocess.run([str(bindir / "fedplace"), "limits", *argv], capture_output=True, text=True, timeout=60,
+                         env=env)
+    other = subprocess.run([str(bindir / "fedplace-limits"), *argv], capture_output=True, text=True, timeout=60,
+                           env=env)
+    assert (one.returncode, one.stdout) == (other.returncode, other.stdout) == (1, other.stdout), one.stderr
+    assert "ReplicaSet big: would be denied" in one.stdout

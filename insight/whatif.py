@@ -1,0 +1,504 @@
+"""``fedplace what-if``: what a proposed policy or cluster label change would do, before it is made.
+
+    fedplace what-if --policy deploy/base/policies/policies.yaml --opa-url … [--max-moves 10]
+    fedplace what-if --cluster-label 'aws-eu-central-1:pci-compliance-level=1'
+    fedplace what-if --policy placement.rego --cluster-label 'gce-*:tier-' -o json
+
+It copies the live OPA's state — every loaded module (bar ``package system``,
+OPA's own configuration) and the replicated data under ``--replicate-path`` —
+into an evaluator nobody else uses (:mod:`insight.evaluate`: OPA in process, or
+a scratch OPA), evaluates the admission decision for every workload, applies
+the proposal there (modules the way opa-kube-sync loads them; label changes
+on the copy of the clusters), evaluates again, and prints
+
+* the modules that would not compile, with OPA's compiler errors (OPA keeps
+  the version it has, as it would after the sync's PUT);
+* the workloads that would move: their clusters before → after;
+* the workloads that would be denied (and those no longer denied);
+* other annotations the decisions would change.
+
+The live OPA is only read (``GET /v1/policies``, ``GET /v1/data/<root>``) and
+no Kubernetes object is read or written. Workloads the policies cannot tell
+apart (:mod:`insight.inputs`) share one evaluation.
+
+A proposed policy is given with ``--policy`` (repeatable):
+
+* a YAML/JSON manifest with ConfigMaps (as deploy/ ships them): each one
+  replaces the modules of the same ConfigMap in the policy namespace — ids
+  ``<namespace>/<configmap>/<key>`` as opa-kube-sync loads them; keys it no
+  longer has are deleted;
+* ``ID=FILE``: that module id gets the file;
+* a ``.rego`` file: the loaded module whose id ends in ``/<file name>`` (exactly
+  one), else a new module ``what-if/<file name>``;
+* a directory: each of its ``*.rego`` files but tests, as above.
+
+Exit status: 0; 1 when more workloads would move than ``--max-moves`` or be
+newly denied than ``--max-denials`` (counts, or shares like ``5%``; both 0 by
+default), or a proposed module would not compile; 2 on a usage error or when
+OPA cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import fnmatch
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence, TextIO
+
+from common.annotations import canonical_value
+from common.opa_client import OpaClient, OpaError
+from insight.evaluate import (BindingsEvaluator, Decision, Evaluator, EvaluatorUnavailable, ScratchOpaEvaluator,
+                              bindings_available, system_module)
+from insight.inputs import analyse, projection
+from insight.options import (DEFAULT_POLICY_NAMESPACE, add_data_arguments, add_opa_arguments, decision_path, dump,
+                             opa_settings, read_documents, split_list)
+from insight.view import PREFS, SOURCE, effective_placement
+
+__all__ = ["LabelChange", "Proposal", "Snapshot", "Threshold", "Workload", "add_arguments", "decide_workloads",
+           "evaluate", "read_live", "run"]
+
+SHOWN = 8  # cluster names shown per side of a move in the table
+_ANALYSES: dict[Any, Any] = {}  # the last analysis, by decision and module set
+
+
+@dataclass(frozen=True)
+class LabelChange:
+    """``CLUSTER:KEY=VALUE`` sets a label, ``CLUSTER:KEY-`` removes it; CLUSTER may be a glob."""
+
+    clusters: str
+    key: str
+    value: str | None
+
+    @classmethod
+    def parse(cls, spec: str) -> "LabelChange":
+        name, sep, rest = spec.partition(":")
+        if not sep or not name or not rest:
+            raise argparse.ArgumentTypeError(f"expected CLUSTER:KEY=VALUE or CLUSTER:KEY-, got {spec!r}")
+        if "=" in rest:
+            key, _, value = rest.partition("=")
+            if key:
+                return cls(name, key, value)
+        elif rest.endswith("-") and len(rest) > 1:
+            return cls(name, rest[:-1], None)
+        raise argparse.ArgumentTypeError(f"expected CLUSTER:KEY=VALUE or CLUSTER:KEY-, got {spec!r}")
+
+    def __str__(self) -> str:
+        return f"{self.clusters}:{self.key}" + ("-" if self.value is None else f"={self.value}")
+
+
+@dataclass
+class Threshold:
+    """A count (``10``) or a share of the workloads (``5%``)."""
+
+    count: int | None = None
+    share: float | None = None
+
+    @classmethod
+    def parse(cls, value: str) -> "Threshold":
+        try:
+            if value.endswith("%"):
+                share = float(value[:-1]) / 100
+                if not 0 <= share <= 1:
+                    raise ValueError
+                return cls(share=share)
+            count = int(value)
+            if count < 0:
+                raise ValueError
+            return cls(count=count)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a count or a percentage, got {value!r}") from None
+
+    def limit(self, total: int) -> float:
+        return float(self.count) if self.count is not None else (self.share or 0.0) * total
+
+    def __str__(self) -> str:
+        return str(self.count) if self.count is not None else f"{(self.share or 0) * 100:g}%"
+
+
+@dataclass
+class Proposal:
+    puts: dict[str, str] = field(default_factory=dict)
+    deletes: list[str] = field(default_factory=list)
+    labels: list[LabelChange] = field(default_factory=list)
+    described: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Snapshot:
+    """What the live OPA holds: modules (id → source, ``system`` ones left out) and the replicated root."""
+
+    modules: dict[str, str]
+    data: dict[str, Any]
+    skipped: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Workload:
+    resource: str
+    namespace: str
+    name: str
+    obj: Mapping[str, Any]
+
+    @property
+    def title(self) -> str:
+        kind = self.obj.get("kind") if isinstance(self.obj.get("kind"), str) else self.resource
+        return f"{kind} {self.namespace}/{self.name}"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--policy", action="append", default=[], metavar="FILE|ID=FILE|DIR",
+                        help="a proposed policy: a ConfigMap manifest, a .rego file, ID=FILE, or a directory "
+                             "(repeatable)")
+    parser.add_argument("--cluster-label", action="append", default=[], type=LabelChange.parse,
+                        metavar="CLUSTER:KEY=VALUE|CLUSTER:KEY-",
+                        help="a proposed label change on the clusters matching CLUSTER (a name or a glob; "
+                             "repeatable)")
+    parser.add_argument("--policy-namespace", default=DEFAULT_POLICY_NAMESPACE,
+                        help="namespace of ConfigMaps that name none")
+    parser.add_argument("--max-moves", type=Threshold.parse, default=Threshold(count=0), metavar="N|P%",
+                        help="exit 1 when more workloads would move (default 0)")
+    parser.add_argument("--max-denials", type=Threshold.parse, default=Threshold(count=0), metavar="N|P%",
+                        help="exit 1 when more workloads would be newly denied (default 0)")
+    parser.add_argument("--evaluator", choices=["auto", "opa-bindings", "scratch-opa"], default="auto",
+                        help="where to evaluate: OPA in process (opa_bindings), or the OPA of --scratch-opa-url; "
+                             "auto takes the first available, scratch-opa when its URL is given")
+    parser.add_argument("--scratch-opa-url", metavar="URL",
+                        help="an OPA server of your own to evaluate in (its policies and data are replaced)")
+    parser.add_argument("--scratch-opa-token-file", metavar="FILE", help="bearer token for --scratch-opa-url")
+    parser.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    add_data_arguments(parser)
+    add_opa_arguments(parser)
+
+
+# -- the proposal ----------------------------------------------------------------------
+
+
+def _rego_files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.glob("*.rego") if not p.name.endswith("_test.rego"))
+
+
+def _module_for(path: Path, live_ids: Sequence[str]) -> str:
+    matches = [m for m in live_ids if m == path.name or m.endswith("/" + path.name)]
+    if len(matches) > 1:
+        raise ValueError(f"{path}: several loaded modules are called {path.name} ({', '.join(matches)}); "
+                         "say which with ID=FILE")
+    return matches[0] if matches else f"what-if/{path.name}"
+
+
+def read_proposal(policies: Sequence[str], labels: Sequence[LabelChange], live_ids: Sequence[str],
+                  policy_namespace: str) -> Proposal:
+    """The module changes and label changes asked for; raises ValueError (unreadable input)."""
+    out = Proposal(labels=list(labels))
+    for spec in policies:
+        module_id, sep, file = spec.partition("=")
+        if sep and module_id and not Path(spec).exists():
+            out.puts[module_id] = Path(file).read_text(encoding="utf-8")
+            out.described.append(f"{module_id} from {file}")
+            continue
+        path = Path(spec)
+        if path.is_dir():
+            for f in _rego_files(path):
+                mid = _module_for(f, live_ids)
+                out.puts[mid] = f.read_text(encoding="utf-8")
+                out.described.append(f"{mid} from {f}")
+        elif path.suffix == ".rego":
+            mid = _module_for(path, live_ids)
+            out.puts[mid] = path.read_text(encoding="utf-8")
+            out.described.append(f"{mid} from {path}")
+        else:
+            found = False
+            for doc in read_documents(spec):
+                if not isinstance(doc, dict) or doc.get("kind") != "ConfigMap":
+                    continue
+                found = True
+                meta = doc.get("metadata") or {}
+                prefix = f"{meta.get('namespace') or policy_namespace}/{meta.get('name')}/"
+                data = doc.get("data") or {}
+                for key, source in data.items():
+                    out.puts[prefix + key] = str(source)
+                gone = [m for m in live_ids if m.startswith(prefix) and m[len(prefix):] not in data]
+                out.deletes += gone
+                out.described.append(f"ConfigMap {prefix.rstrip('/')} ({len(data)} modules"
+                                     f"{f', {len(gone)} deleted' if gone else ''}) from {spec}")
+            if not found:
+                raise ValueError(f"{spec}: no ConfigMap in it (and not a .rego file or a directory)")
+    return out
+
+
+def apply_labels(clusters: Mapping[str, Any], changes: Sequence[LabelChange]) -> tuple[dict[str, Any], list[str]]:
+    """A copy of ``clusters`` with the label changes made (objects copied only where changed), and
+    the clusters touched; raises ValueError when a change matches no cluster."""
+    out = dict(clusters)
+    touched: list[str] = []
+    for change in changes:
+        names = [n for n in clusters if fnmatch.fnmatchcase(n, change.clusters)]
+        if not names:
+            raise ValueError(f"--cluster-label {change}: no replicated cluster matches {change.clusters!r}")
+        for name in names:
+            obj = out[name] = copy.deepcopy(out[name]) if out[name] is clusters[name] else out[name]
+            if not isinstance(obj, dict):
+                continue
+            meta = obj.setdefault("metadata", {})
+            labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+            meta["labels"] = labels
+            if change.value is None:
+                labels.pop(change.key, None)
+            else:
+                labels[change.key] = change.value
+            if name not in touched:
+                touched.append(name)
+    return out, touched
+
+
+# -- reading and deciding ---------------------------------------------------------------
+
+
+async def read_live(opa: OpaClient, root: str) -> Snapshot:
+    """The live OPA's modules and replicated root (read only)."""
+    modules: dict[str, str] = {}
+    skipped: list[str] = []
+    for p in await opa.list_policies():
+        path = ((p.get("ast") or {}).get("package") or {}).get("path") or []
+        if system_module([str(t.get("value")) for t in path[1:]]):
+            skipped.append(p["id"])
+        else:
+            modules[p["id"]] = p.get("raw") or ""
+    data = await opa.get_data([root])
+    return Snapshot(modules, data if isinstance(data, dict) else {}, skipped)
+
+
+def workloads_of(data: Mapping[str, Any], resources: Sequence[str]) -> list[Workload]:
+    out: list[Workload] = []
+    for plural in resources:
+        collection = data.get(plural)
+        if not isinstance(collection, dict):
+            continue
+        for namespace, objects in sorted(collection.items()):
+            if isinstance(objects, dict):
+                out += [Workload(plural, namespace, name, obj) for name, obj in sorted(objects.items())
+                        if isinstance(obj, dict)]
+    return out
+
+
+async def decide_workloads(evaluator: Evaluator, path: Sequence[str], objects: Sequence[Mapping[str, Any]],
+                           asts: Mapping[str, Any] | None,
+                           memo: dict[Any, str] | None = None) -> tuple[list[Decision], int]:
+    """The decision for every object, each distinct projection evaluated once (insight/inputs.py),
+    in an evaluator given only the data the decision reads; returns the decisions and how many
+    evaluations it took. Without ``asts`` (no parser at hand) every object is evaluated. ``memo``
+    keeps projections for another call on the same objects (the after side of a what-if)."""
+    kinds = [obj.get("kind") if isinstance(obj.get("kind"), str) else None for obj in objects]
+    data_paths = None
+    analysis = None
+    if asts is not None:
+        # The same modules (before and after a label change): the same analysis, new answers.
+        key = (tuple(path), frozenset(evaluator.modules.items())) if evaluator.modules else None
+        analysis = (_ANALYSES.get(key) if key is not None else None) or analyse(asts, path)
+        _ANALYSES.clear()
+        if key is not None:
+            _ANALYSES[key] = analysis
+        guards = analysis.guards()
+        analysis.learn(await evaluator.values(guards, analysis.data_reads([], guards)))
+        data_paths = analysis.data_reads(set(kinds), guards)
+    keys: list[str] = []
+    first: dict[str, int] = {}
+    memo = {} if memo is None else memo
+    for i, obj in enumerate(objects):
+        paths = analysis.paths(kinds[i]) if analysis is not None else None
+        key = memo.get((i, paths))
+        if key is None:
+            key = memo[(i, paths)] = f"{kinds[i]}\0{projection(obj, paths)}"
+        keys.append(key)
+        first.setdefault(key, i)
+    unique = list(first)
+    decided = await evaluator.decide(path, [objects[first[k]] for k in unique], data_paths)
+    by_key = dict(zip(unique, decided))
+    return [by_key[k] for k in keys], len(unique)
+
+
+def _choose(args: argparse.Namespace) -> Evaluator:
+    if args.evaluator == "scratch-opa" or (args.evaluator == "auto" and args.scratch_opa_url):
+        if not args.scratch_opa_url:
+            raise EvaluatorUnavailable("--evaluator scratch-opa needs --scratch-opa-url")
+        settings = opa_settings(args)
+        settings.url, settings.token_file = args.scratch_opa_url, args.scratch_opa_token_file
+        return ScratchOpaEvaluator(settings, live_url=args.opa_url)
+    if args.evaluator == "auto" and not bindings_available():
+        raise EvaluatorUnavailable("no evaluator: install opa_bindings (pip install --ignore-requires-python "
+                                   "--no-deps opa-golib-python-bindings==0.4.4) or give --scratch-opa-url")
+    return BindingsEvaluator()
+
+
+# -- comparing -----------------------------------------------------------------------------
+
+
+def _other_annotations(decision: Decision) -> dict[str, str]:
+    return {k: canonical_value(v) for k, v in decision.annotations.items() if k not in (PREFS, SOURCE)}
+
+
+def compare(workloads: Sequence[Workload], before: Sequence[Decision], after: Sequence[Decision]) -> dict[str, Any]:
+    moves, denied, undenied, annotated = [], [], [], []
+    for w, b, a in zip(workloads, before, after):
+        item = {"resource": w.resource, "kind": w.obj.get("kind"), "namespace": w.namespace, "name": w.name}
+        if a.denied and not b.denied:
+            denied.append({**item, "errors": a.errors})
+        elif b.denied and not a.denied:
+            undenied.append({**item, "errors_before": b.errors})
+        elif not a.denied:
+            was, will = effective_placement(w.obj, b.annotations), effective_placement(w.obj, a.annotations)
+            if was != will:
+                moves.append({**item, "before": was, "after": will})
+            old, new = _other_annotations(b), _other_annotations(a)
+            changed = {k: {"before": old.get(k), "after": new.get(k)} for k in sorted(old.keys() | new.keys())
+                       if old.get(k) != new.get(k)}
+            if changed:
+                annotated.append({**item, "annotations": changed})
+    return {"moves": moves, "denied": denied, "undenied": undenied, "annotations": annotated,
+            "still_denied": sum(1 for b, a in zip(before, after) if b.denied and a.denied)}
+
+
+async def evaluate(args: argparse.Namespace, err: TextIO) -> dict[str, Any]:
+    """The whole what-if (see the module docstring); raises OpaError, EvaluatorUnavailable, ValueError."""
+    started = time.monotonic()
+    root, path = args.replicate_path.strip("/"), decision_path(args)
+    async with OpaClient(opa_settings(args)) as live:
+        snapshot = await read_live(live, root)
+    read = time.monotonic()
+    proposal = read_proposal(args.policy, args.cluster_label, list(snapshot.modules), args.policy_namespace)
+    clusters = snapshot.data.get(args.clusters_resource)
+    clusters = clusters if isinstance(clusters, dict) else {}
+    changed_clusters, touched = apply_labels(clusters, proposal.labels)
+    workloads = workloads_of(snapshot.data, split_list(args.resources))
+    objects = [w.obj for w in workloads]
+
+    evaluator = _choose(args)
+    phases: dict[str, float] = {"read": read - started}
+    mark = time.monotonic()
+
+    def phase(name: str) -> None:
+        nonlocal mark
+        now = time.monotonic()
+        phases[name] = now - mark
+        mark = now
+
+    try:
+        broken = await evaluator.load(snapshot.modules, root, snapshot.data)
+        if broken:
+            err.write("warning: modules the live OPA holds do not load into the evaluator: "
+                      + ", ".join(sorted(broken)) + "\n")
+        phase("load")
+        memo: dict[Any, str] = {}
+        before, before_evals = await decide_workloads(evaluator, path, objects, await evaluator.parse(), memo)
+        failed = next((d.error for d in before if d.error is not None), None)
+        if failed is not None:
+            err.write(f"warning: the current policies fail to evaluate in {evaluator.name} for some workloads "
+                      f"(counted as denied): {failed}\n")
+        phase("before")
+        compile_errors = await evaluator.change(proposal.puts, proposal.deletes)
+        if touched:
+            await evaluator.set_data(root, {**snapshot.data, args.clusters_resource: changed_clusters})
+        phase("change")
+        after, after_evals = await decide_workloads(evaluator, path, objects, await evaluator.parse(), memo)
+        phase("after")
+    finally:
+        await evaluator.close()
+    phase("close")
+    result = compare(workloads, before, after)
+    phase("compare")
+    total = len(workloads)
+    over = []
+    if len(result["moves"]) > args.max_moves.limit(total):
+        over.append(f"{len(result['moves'])} moves > --max-moves {args.max_moves}")
+    if len(result["denied"]) > args.max_denials.limit(total):
+        over.append(f"{len(result['denied'])} new denials > --max-denials {args.max_denials}")
+    if compile_errors:
+        over.append(f"{len(compile_errors)} module(s) would not compile")
+    return {
+        **result,
+        "compile_errors": {m: e for m, e in sorted(compile_errors.items())},
+        "proposal": {"modules": proposal.described, "deleted": proposal.deletes,
+                     "cluster_labels": [str(c) for c in proposal.labels], "clusters_changed": touched},
+        "summary": {"workloads": total, "clusters": len(clusters), "evaluator": evaluator.name,
+                    "evaluations": {"before": before_evals, "after": after_evals},
+                    "skipped_modules": snapshot.skipped,
+                    "seconds": {**{k: round(v, 3) for k, v in phases.items()},
+                                "total": round(time.monotonic() - started, 3)},
+                    "over_threshold": over},
+    }
+
+
+# -- printing -------------------------------------------------------------------------------
+
+
+def _names(clusters: list[str] | None) -> str:
+    if clusters is None:
+        return "(any cluster)"
+    if not clusters:
+        return "(none)"
+    shown = ", ".join(clusters[:SHOWN])
+    return shown + (f", … {len(clusters) - SHOWN} more" if len(clusters) > SHOWN else "")
+
+
+def _move(before: list[str] | None, after: list[str] | None) -> str:
+    text = f"{_names(before)} → {_names(after)}"
+    if before is not None and after is not None:
+        gone, new = sorted(set(before) - set(after)), sorted(set(after) - set(before))
+        diff = [f"-{c}" for c in gone[:SHOWN]] + [f"+{c}" for c in new[:SHOWN]]
+        if len(gone) + len(new) > len(diff):
+            diff.append("…")
+        text += f"   ({' '.join(diff)})"
+    return text
+
+
+def render(doc: dict[str, Any], out: TextIO) -> None:
+    s = doc["summary"]
+    p = doc["proposal"]
+    out.write(f"What-if: {len(p['modules'])} policy change(s), {len(p['cluster_labels'])} cluster label change(s); "
+              f"{s['workloads']} workloads over {s['clusters']} clusters\n")
+    for line in p["modules"]:
+        out.write(f"  policy: {line}\n")
+    for line in p["cluster_labels"]:
+        out.write(f"  label:  {line}\n")
+    if p["clusters_changed"]:
+        out.write(f"  clusters changed: {_names(p['clusters_changed'])}\n")
+    ev = s["evaluations"]
+    out.write(f"Evaluated with {s['evaluator']}: {ev['before']} + {ev['after']} distinct inputs, "
+              f"{s['seconds']['total']:.2f} s\n")
+    if doc["compile_errors"]:
+        out.write(f"\nWould not compile ({len(doc['compile_errors'])}; OPA keeps the version it has):\n")
+        for module_id, errors in doc["compile_errors"].items():
+            out.write(f"  {module_id}\n")
+            for e in errors:
+                loc = e.get("location") or {}
+                where = ":".join(str(loc[k]) for k in ("file", "row", "col") if loc.get(k) is not None)
+                out.write(f"    {where + ': ' if where else ''}{e.get('code', '')}: {e.get('message', '')}\n")
+    sections = (("Would move", "moves", lambda m: _move(m["before"], m["after"])),
+                ("Would be denied", "denied", lambda m: "; ".join(m["errors"])),
+                ("No longer denied", "undenied", lambda m: "was: " + "; ".join(m["errors_before"])),
+                ("Other annotations would change", "annotations",
+                 lambda m: "; ".join(f"{k}: {v['before']!r} → {v['after']!r}" for k, v in m["annotations"].items())))
+    for title, key, describe in sections:
+        items = doc[key]
+        out.write(f"\n{title} ({len(items)})" + (":\n" if items else "\n"))
+        for m in items:
+            out.write(f"  {m['kind'] or m['resource']} {m['namespace']}/{m['name']}: {describe(m)}\n")
+    if doc["still_denied"]:
+        out.write(f"\n{doc['still_denied']} workload(s) denied before and after\n")
+    verdict = "; ".join(s["over_threshold"]) if s["over_threshold"] else "within the thresholds"
+    out.write(f"\nResult: {verdict}\n")
+
+
+async def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    try:
+        doc = await evaluate(args, err)
+    except (OpaError, EvaluatorUnavailable, ValueError, OSError) as exc:
+        err.write(f"fedplace what-if: {exc}\n")
+        return 2
+    if args.output == "json":
+        out.write(dump(doc) + "\n")
+    else:
+        render(doc, out)
+    return 1 if doc["summary"]["over_threshold"] else 0

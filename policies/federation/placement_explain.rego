@@ -1,0 +1,176 @@
+# Why the placement policy decides what it decides (Rego v1): the explanation
+# document beside the decision, read by `fedplace explain`.
+#
+# Query: POST /v1/data/io/k8s/federation/explain/packs with {"input": <object>}
+# (the object exactly as admission sees it). Every pack adds its own key to
+# `packs`; this module adds "placement":
+#
+#   {"applies": true,
+#    "summary": "EU jurisdiction required: true, PCI compliance level >= 2: 2 of 5 clusters eligible",
+#    "requirements": [{"name": "eu-jurisdiction", "label": "region", "required": "EU",
+#                      "source": "annotation policy.federation.alpha.kubernetes.io/eu-jurisdiction-required: \"true\""}, …],
+#    "clusters": {"aws-eu-central-1": {"eligible": false, "selected": false,
+#                 "checks": [{"requirement": "eu-jurisdiction", "label": "region", "value": "eu-central-1",
+#                             "required": "EU", "ok": true},
+#                            {"requirement": "pci-compliance-level", "label": "PCI", "value": "1",
+#                             "required": ">= 2", "ok": false}]}, …}}
+#
+# The contract (docs/policies.md, "The explanation contract") is generic: a
+# pack explains object-level `checks` and/or per-cluster `clusters`, each check
+# naming the requirement, the value found and the value required. Kinds placed
+# through other annotations (the cluster selector) add requirements and checks
+# of their own under the same shapes.
+#
+# Only evaluated when asked: the admission package and the remediation library
+# never read it. Rules of the placement helpers are named by their full path,
+# not imported: several packs add modules to this package, and the devstack
+# engine resolves a package's imports from one of its modules only.
+package io.k8s.federation.explain
+
+packs["placement"] := doc if {
+	data.io.k8s.federation.placement.applies
+	not data.io.k8s.federation.placement.constrained
+	doc := {
+		"applies": true,
+		"summary": "no placement constraint annotations: the policy leaves replica-set-preferences alone (any cluster)",
+		"requirements": [],
+		"clusters": {},
+	}
+}
+
+packs["placement"] := doc if {
+	data.io.k8s.federation.placement.constrained
+	doc := {
+		"applies": true,
+		"summary": placement_summary,
+		"requirements": placement_requirements,
+		"clusters": placement_clusters,
+	}
+}
+
+packs["placement"] := doc if {
+	not data.io.k8s.federation.placement.applies
+	doc := {
+		"applies": false,
+		"summary": sprintf("the placement policy constrains ReplicaSets only (%s)", [placement_kind]),
+	}
+}
+
+placement_kind := sprintf("this is a %s", [k]) if {
+	k := input.kind
+	is_string(k)
+} else := "the object has no kind"
+
+# -- requirements ----------------------------------------------------------------
+
+placement_requirements := array.concat(
+	[r | some r in [placement_eu_requirement]],
+	[r | some r in [placement_pci_requirement]],
+)
+
+placement_eu_requirement := {
+	"name": "eu-jurisdiction",
+	"label": "region",
+	"required": "EU",
+	"source": placement_source(data.io.k8s.federation.placement.eu_key),
+} if data.io.k8s.federation.placement.eu_required
+
+placement_pci_requirement := {
+	"name": "pci-compliance-level",
+	"label": "PCI",
+	"required": sprintf(">= %d", [data.io.k8s.federation.placement.required_pci]),
+	"source": placement_source(data.io.k8s.federation.placement.pci_key),
+} if data.io.k8s.federation.placement.pci_required
+
+placement_source(key) := sprintf("annotation %s: %s", [key, json.marshal(data.io.k8s.federation.placement.requested[key])])
+
+# -- per cluster ------------------------------------------------------------------
+
+# The clusters the decision's replica-set-preferences lists (none when the
+# decision denies: no eligible cluster, or the developer names a forbidden one).
+placement_selected contains name if {
+	count(data.io.k8s.federation.placement.eligible_clusters) > 0
+	count(data.io.k8s.federation.placement.developer_clusters - data.io.k8s.federation.placement.eligible_clusters) == 0
+	chosen := object.get(data.io.k8s.federation.placement.preferences, "clusters", {})
+	is_object(chosen)
+	some name, _ in chosen
+	name in data.io.k8s.federation.placement.eligible_clusters
+}
+
+placement_clusters := {name: entry |
+	known := data.io.k8s.federation.placement.clusters
+	is_object(known)
+	some name, cluster in known
+	is_object(cluster)
+	checks := array.concat(placement_eu_checks(cluster), placement_pci_checks(cluster))
+	entry := object.union(
+		{
+			"eligible": placement_member(name, data.io.k8s.federation.placement.eligible_clusters),
+			"selected": placement_member(name, placement_selected),
+			"checks": checks,
+		},
+		placement_requested(name),
+	)
+}
+
+placement_member(x, s) := true if x in s
+
+else := false
+
+# When the developer set replica-set-preferences: whether they name this cluster.
+placement_requested(name) := {"requested": placement_member(name, data.io.k8s.federation.placement.developer_clusters)} if {
+	count(data.io.k8s.federation.placement.developer_clusters) > 0
+} else := {}
+
+placement_eu_checks(cluster) := [check] if {
+	data.io.k8s.federation.placement.eu_required
+	region := object.get(cluster, ["status", "region"], "")
+	check := {
+		"requirement": "eu-jurisdiction",
+		"label": "region",
+		"value": region,
+		"required": "EU",
+		"ok": placement_in_eu(region),
+	}
+} else := []
+
+placement_in_eu(region) := true if {
+	is_string(region)
+	regex.match(data.io.k8s.federation.placement.eu_region_pattern, lower(region))
+} else := false
+
+placement_pci_checks(cluster) := [object.union(check, placement_pci_note(label))] if {
+	data.io.k8s.federation.placement.pci_required
+	label := object.get(cluster, ["metadata", "labels", data.io.k8s.federation.placement.pci_label], "0")
+	check := {
+		"requirement": "pci-compliance-level",
+		"label": "PCI",
+		"value": label,
+		"required": sprintf(">= %d", [data.io.k8s.federation.placement.required_pci]),
+		"ok": placement_pci_ok(label),
+	}
+} else := []
+
+placement_pci_ok(label) := true if data.io.k8s.federation.placement.pci_ok(label)
+
+else := false
+
+placement_pci_note(label) := {} if data.io.k8s.federation.placement.whole_number(label)
+
+else := {"note": "not a whole number: counts as level 0"}
+
+# -- summary ------------------------------------------------------------------------
+
+placement_summary := sprintf("%s: %d of %d clusters eligible%s", [
+	data.io.k8s.federation.placement.requirements_text,
+	count(data.io.k8s.federation.placement.eligible_clusters),
+	count(placement_clusters),
+	placement_developer_summary,
+])
+
+placement_developer_summary := sprintf("; the developer's replica-set-preferences names %d, %d of them forbidden", [
+	count(data.io.k8s.federation.placement.developer_clusters),
+	count(data.io.k8s.federation.placement.developer_clusters - data.io.k8s.federation.placement.eligible_clusters),
+]) if {
+	count(data.io.k8s.federation.placement.developer_clusters) > 0
+} else := ""

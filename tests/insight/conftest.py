@@ -1,0 +1,131 @@
+"""A federation in OPA, as opa-kube-sync leaves it, for the ``fedplace`` commands.
+
+``federation`` (function): the OPA of the ``opa`` fixture (the devstack engine,
+or FEDPLACE_TEST_OPA_URL) holding every shipped policy ConfigMap of
+deploy/base/policies/policies.yaml under the ids the sync gives them, the
+replicated-root module, and ``data.kubernetes``: four clusters and a few
+ReplicaSets in the namespace ``NS``, each carrying the annotations admission
+gave it (asked of OPA, merged as the webhook merges them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from common.annotations import canonical_value
+from common.opa_client import OpaClient, OpaSettings
+from sync import replicated_root
+from tests.policies.suite import put_in_dependency_order
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFEST = ROOT / "deploy/base/policies/policies.yaml"
+POLICY_NS = "kube-federation-scheduling-policy"
+EU = "policy.federation.alpha.kubernetes.io/eu-jurisdiction-required"
+PCI = "policy.federation.alpha.kubernetes.io/pci-compliance-level"
+PREFS = "federation.kubernetes.io/replica-set-preferences"
+NS = "insight-shop"
+
+CLUSTERS = {
+    "gce-europe-west1": ("europe-west1", "2"),
+    "aws-eu-central-1": ("eu-central-1", "3"),
+    "azure-westeurope": ("westeurope", "1"),
+    "gce-us-central1": ("us-central1", "3"),
+}
+WORKLOADS = {
+    "web-eu": {EU: "true"},
+    "payments": {EU: "true", PCI: "2"},
+    "ledger": {PCI: "3"},
+    "blog": {},
+}
+
+
+def cluster(name: str, region: str, pci: str) -> dict[str, Any]:
+    return {"apiVersion": "federation.fedplace.io/v1beta1", "kind": "Cluster",
+            "metadata": {"name": name, "labels": {"pci-compliance-level": pci}}, "status": {"region": region}}
+
+
+def rs(name: str, annotations: dict[str, str], namespace: str = NS) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations),
+                         "labels": {"app": name}},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "app", "image": "nginx:1.27"}]}}}}
+
+
+def shipped_modules() -> dict[str, str]:
+    """Every module of the shipped policy ConfigMaps, under the ids opa-kube-sync loads them with."""
+    out = {replicated_root.POLICY_ID: replicated_root.render()}
+    for doc in yaml.safe_load_all(MANIFEST.read_text()):
+        if isinstance(doc, dict) and doc.get("kind") == "ConfigMap":
+            meta = doc["metadata"]
+            for key, source in doc["data"].items():
+                out[f"{meta.get('namespace', POLICY_NS)}/{meta['name']}/{key}"] = source
+    return out
+
+
+@dataclass
+class Federation:
+    opa: Any
+    client: OpaClient
+    tmp: Path
+
+    def flags(self) -> list[str]:
+        argv = ["--opa-url", self.opa.url]
+        if self.opa.token:
+            token = self.tmp / "opa.token"
+            token.write_text(self.opa.token)
+            argv += ["--opa-token-file", str(token)]
+        return argv
+
+    async def admitted(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """``obj`` with the annotations the decision gives it (the webhook's merge)."""
+        decision = await self.client.query("io/k8s/federation/admission", obj) or {}
+        assert not decision.get("errors"), decision
+        for key, value in (decision.get("annotations") or {}).items():
+            obj["metadata"].setdefault("annotations", {})[key] = canonical_value(value)
+        return obj
+
+    async def put_workloads(self, objects: list[dict[str, Any]]) -> None:
+        await self.client.put_data(["kubernetes", "replicasets", NS],
+                                   {o["metadata"]["name"]: o for o in objects})
+
+    async def state(self) -> tuple[Any, Any]:
+        """Every module (id, raw) and every replicated object: to prove nothing changed."""
+        policies = sorted((p["id"], p["raw"]) for p in await self.client.list_policies())
+        return policies, await self.client.get_data(["kubernetes"])
+
+
+async def run_command(module: Any, argv: list[str]) -> tuple[int, str, str]:
+    """One ``fedplace`` subcommand in process: (exit status, stdout, stderr)."""
+    parser = argparse.ArgumentParser()
+    module.add_arguments(parser)
+    out, err = io.StringIO(), io.StringIO()
+    code = await module.run(parser.parse_args(argv), out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+async def federation(opa: Any, tmp_path: Path) -> Any:
+    client = OpaClient(OpaSettings(url=opa.url, token=opa.token, timeout=60))
+
+    async def put(module_id: str, source: str) -> tuple[int, str]:
+        status, body = await opa.put_policy(module_id, source)
+        return status, json.dumps(body)
+
+    await put_in_dependency_order(put, shipped_modules())
+    await client.put_data(["kubernetes", "clusters"], {n: cluster(n, r, p) for n, (r, p) in CLUSTERS.items()})
+    world = Federation(opa, client, tmp_path)
+    await world.put_workloads([await world.admitted(rs(n, a)) for n, a in WORKLOADS.items()])
+    yield world
+    if getattr(opa, "external", False):
+        await opa.reset_state()
+    await client.close()

@@ -1,0 +1,98 @@
+"""Pure parts of the ``fedplace`` command: flags, the proposal, label changes, the page's flags in the sync."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+import yaml
+
+from insight import cli
+from insight.whatif import LabelChange, Threshold, apply_labels, read_proposal
+from sync.config import parse_args
+from tests.insight.conftest import cluster
+
+LIVE = ["ns/cm/a.rego", "ns/cm/b.rego", "ns/other/lib.rego", "opa-kube-sync/replicated-root.rego"]
+
+
+def test_one_command_with_four_subcommands(capsys: pytest.CaptureFixture[str]):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    for name in ("explain", "what-if", "report", "limits"):
+        assert name in out
+    parser = cli.build_parser()
+    for name in ("explain", "what-if", "report", "limits"):  # the services' OPA flags everywhere
+        argv = {"explain": ["-f", "x.yaml"], "limits": ["-n", "shop"]}.get(name, [])
+        args = parser.parse_args([name, *argv, "--opa-url", "http://o:8181/v1", "--opa-token-file", "t",
+                                  "--opa-ca-file", "ca", "--opa-timeout", "3"])
+        assert (args.opa_url, args.opa_token_file, args.opa_ca_file, args.opa_timeout) == \
+            ("http://o:8181/v1", "t", "ca", 3.0)
+
+
+def test_label_changes_and_thresholds():
+    assert LabelChange.parse("eu-*:tier=gold") == LabelChange("eu-*", "tier", "gold")
+    assert LabelChange.parse("a:pci-compliance-level-") == LabelChange("a", "pci-compliance-level", None)
+    assert LabelChange.parse("a:k=") == LabelChange("a", "k", "")
+    for bad in ("nocolon", ":k=v", "a:", "a:=v", "a:-"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            LabelChange.parse(bad)
+    assert Threshold.parse("5").limit(1000) == 5 and Threshold.parse("5%").limit(1000) == 50
+    for bad in ("-1", "x", "150%"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            Threshold.parse(bad)
+
+
+def test_apply_labels_copies_what_it_changes():
+    clusters = {"eu-1": cluster("eu-1", "europe-west1", "2"), "eu-2": cluster("eu-2", "eu-west-1", "1"),
+                "us-1": cluster("us-1", "us-east1", "3")}
+    changed, touched = apply_labels(clusters, [LabelChange("eu-*", "pci-compliance-level", None),
+                                               LabelChange("us-1", "tier", "gold")])
+    assert touched == ["eu-1", "eu-2", "us-1"]
+    assert changed["eu-1"]["metadata"]["labels"] == {}
+    assert changed["us-1"]["metadata"]["labels"] == {"pci-compliance-level": "3", "tier": "gold"}
+    assert clusters["eu-1"]["metadata"]["labels"] == {"pci-compliance-level": "2"}, "the original is untouched"
+    with pytest.raises(ValueError, match="no replicated cluster matches"):
+        apply_labels(clusters, [LabelChange("ap-*", "a", "b")])
+
+
+def test_read_proposal(tmp_path: Path):
+    manifest = tmp_path / "cms.yaml"
+    manifest.write_text(yaml.safe_dump_all([
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "ns"},
+         "data": {"a.rego": "package a\n", "c.rego": "package c\n"}},
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "ignored"}},
+    ]))
+    rego = tmp_path / "lib.rego"
+    rego.write_text("package lib\n")
+    new = tmp_path / "new.rego"
+    new.write_text("package new\n")
+    p = read_proposal([str(manifest), str(rego), str(new), f"explicit/id.rego={new}"], [], LIVE, "ns")
+    assert p.puts == {"ns/cm/a.rego": "package a\n", "ns/cm/c.rego": "package c\n",
+                      "ns/other/lib.rego": "package lib\n", "what-if/new.rego": "package new\n",
+                      "explicit/id.rego": "package new\n"}
+    assert p.deletes == ["ns/cm/b.rego"]  # the ConfigMap no longer has it
+    with pytest.raises(ValueError, match="no ConfigMap"):
+        read_proposal([str(_service_manifest(tmp_path))], [], LIVE, "ns")
+    twice = ["ns/a/x.rego", "ns/b/x.rego"]
+    (tmp_path / "x.rego").write_text("package x\n")
+    with pytest.raises(ValueError, match="say which with ID=FILE"):
+        read_proposal([str(tmp_path / "x.rego")], [], twice, "ns")
+
+
+def _service_manifest(tmp_path: Path) -> Path:
+    empty = tmp_path / "svc.yaml"
+    empty.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}}))
+    return empty
+
+
+def test_the_sync_serves_the_page_only_when_asked():
+    base = ["--replicate", "apps/v1/replicasets"]
+    assert parse_args(base).placement_page is False
+    config = parse_args([*base, "--placement-page", "--placement-page-refresh", "3"])
+    assert config.placement_page is True and config.placement_page_refresh == 3.0
+    assert parse_args([*base, "--placement-page=false"]).placement_page is False
+    with pytest.raises(SystemExit):
+        parse_args([*base, "--placement-page-refresh", "0"])

@@ -1,0 +1,171 @@
+"""``fedplace what-if`` over HTTP against the devstack: moves, denials, compile errors, thresholds.
+
+The live OPA (the ``opa`` fixture) holds the shipped policies and a replicated
+federation (conftest.py). Every test also proves the live OPA unchanged. The
+evaluator is OPA in process (opa_bindings) unless a test gives a scratch OPA.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from insight import whatif
+from tests.insight.conftest import EU, MANIFEST, PCI, rs, run_command
+
+LIB_ID = "kube-federation-scheduling-policy/fedplace-federation/lib.rego"
+
+
+async def what_if(federation: Any, *argv: str) -> tuple[int, dict[str, Any], str]:
+    """Run what-if with JSON output; returns (exit status, document, stderr) and checks the live OPA."""
+    before = await federation.state()
+    code, out, err = await run_command(whatif, [*argv, "-o", "json", *federation.flags()])
+    assert await federation.state() == before, "what-if changed the live OPA"
+    return code, (json.loads(out) if out else {}), err
+
+
+def moved(doc: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    return {m["name"]: (m["before"], m["after"]) for m in doc["moves"]}
+
+
+async def test_a_label_change_moves_what_it_affects(federation: Any):
+    code, doc, err = await what_if(federation, "--cluster-label", "aws-eu-central-1:pci-compliance-level=1")
+    assert code == 1, err
+    assert moved(doc) == {
+        "payments": (["aws-eu-central-1", "gce-europe-west1"], ["gce-europe-west1"]),
+        "ledger": (["aws-eu-central-1", "gce-us-central1"], ["gce-us-central1"]),
+    }
+    assert doc["denied"] == [] and doc["undenied"] == [] and doc["compile_errors"] == {}
+    assert doc["proposal"]["clusters_changed"] == ["aws-eu-central-1"]
+    s = doc["summary"]
+    assert s["workloads"] == 4 and s["clusters"] == 4
+    assert s["evaluator"] == "OPA 1.20 in process (opa_bindings)"
+    assert s["over_threshold"] == ["2 moves > --max-moves 0"]
+    # workloads the policy cannot tell apart share an evaluation: 4 workloads, at most 4 each side
+    assert s["evaluations"]["before"] <= 4
+    code, doc, _ = await what_if(federation, "--cluster-label", "aws-eu-central-1:pci-compliance-level=1",
+                                 "--max-moves", "50%")
+    assert code == 0 and doc["summary"]["over_threshold"] == []
+
+
+async def test_removing_a_label_and_globs_can_deny(federation: Any):
+    code, doc, _ = await what_if(federation, "--cluster-label", "*:pci-compliance-level-", "--max-moves", "10")
+    assert code == 1
+    # unlabelled clusters count as level 0: PCI-constrained workloads have nowhere to go
+    assert {d["name"]: d["errors"] for d in doc["denied"]} == {
+        "payments": ["no cluster satisfies the placement policy (EU jurisdiction required: true, "
+                     "PCI compliance level >= 2)"],
+        "ledger": ["no cluster satisfies the placement policy (EU jurisdiction required: false, "
+                   "PCI compliance level >= 3)"],
+    }
+    assert doc["summary"]["over_threshold"] == ["2 new denials > --max-denials 0"]
+    code, doc, _ = await what_if(federation, "--cluster-label", "*:pci-compliance-level-", "--max-denials", "2")
+    assert code == 0
+    code, _, err = await what_if(federation, "--cluster-label", "nope-*:a=b")
+    assert code == 2 and "no replicated cluster matches 'nope-*'" in err
+
+
+async def test_a_proposed_configmap(federation: Any, tmp_path: Path):
+    """The federation ConfigMap as a pull request would change it: EU now means europe-* only."""
+    docs = list(yaml.safe_load_all(MANIFEST.read_text()))
+    cm = next(d for d in docs if d["metadata"]["name"] == "fedplace-federation")
+    lib = cm["data"]["lib.rego"]
+    assert "eu_region_pattern := `^(europe-|eu-)|europe$`" in lib
+    cm["data"]["lib.rego"] = lib.replace("eu_region_pattern := `^(europe-|eu-)|europe$`",
+                                         "eu_region_pattern := `^europe-`")
+    proposal = tmp_path / "pr.yaml"
+    proposal.write_text(yaml.safe_dump(cm))
+    code, doc, err = await what_if(federation, "--policy", str(proposal), "--max-moves", "5")
+    assert code == 0, err
+    assert moved(doc) == {
+        "web-eu": (["aws-eu-central-1", "azure-westeurope", "gce-europe-west1"], ["gce-europe-west1"]),
+        "payments": (["aws-eu-central-1", "gce-europe-west1"], ["gce-europe-west1"]),
+    }
+    assert doc["proposal"]["modules"] == [
+        f"ConfigMap kube-federation-scheduling-policy/fedplace-federation ({len(cm['data'])} modules) from {proposal}"]
+    # The same change given as a .rego file, matched to the loaded module by its name.
+    rego = tmp_path / "lib.rego"
+    rego.write_text(cm["data"]["lib.rego"])
+    code, doc2, _ = await what_if(federation, "--policy", str(rego), "--max-moves", "5")
+    assert code == 0 and moved(doc2) == moved(doc)
+    assert doc2["proposal"]["modules"] == [f"{LIB_ID} from {rego}"]
+
+
+async def test_a_module_that_does_not_compile(federation: Any, tmp_path: Path):
+    broken = tmp_path / "lib.rego"
+    broken.write_text("package io.k8s.federation.placement\n\neligible_clusters contains name if {\n")
+    new = tmp_path / "extra.rego"
+    new.write_text('package io.k8s.federation.admission\n\nerrors contains "no" if input.metadata.name == "blog"\n')
+    code, doc, _ = await what_if(federation, "--policy", f"{LIB_ID}={broken}", "--policy", str(new))
+    assert code == 1
+    assert list(doc["compile_errors"]) == [LIB_ID]
+    [error] = doc["compile_errors"][LIB_ID]
+    assert error["code"] == "rego_parse_error" and error["location"]["file"] == LIB_ID
+    assert error["location"]["row"] >= 3
+    # OPA keeps the version it had: nothing moves; the module that compiles takes effect
+    assert doc["moves"] == []
+    assert [(d["name"], d["errors"]) for d in doc["denied"]] == [("blog", ["no"])]
+    assert "1 module(s) would not compile" in doc["summary"]["over_threshold"]
+
+
+async def test_table_output(federation: Any, tmp_path: Path):
+    before = await federation.state()
+    code, out, err = await run_command(whatif, ["--cluster-label", "aws-eu-central-1:pci-compliance-level=1",
+                                                *federation.flags()])
+    assert await federation.state() == before
+    assert code == 1, err
+    assert "What-if: 0 policy change(s), 1 cluster label change(s); 4 workloads over 4 clusters" in out
+    assert "  label:  aws-eu-central-1:pci-compliance-level=1" in out
+    assert "Would move (2):" in out
+    assert ("  ReplicaSet insight-shop/payments: aws-eu-central-1, gce-europe-west1 → gce-europe-west1   "
+            "(-aws-eu-central-1)") in out
+    assert "Would be denied (0)" in out
+    assert "Result: 2 moves > --max-moves 0" in out
+
+
+async def test_workloads_alike_share_one_evaluation(federation: Any):
+    """300 more ReplicaSets in five shapes: the policies read kind, namespace, annotations and the pod
+    spec, not names or labels, so each side evaluates a handful of inputs for 304 workloads."""
+    shapes = [{EU: "true"}, {PCI: "1"}, {PCI: "3"}, {EU: "true", PCI: "2"}, {}]
+    many = [await federation.admitted(rs(f"rs-{i}", shapes[i % 5])) for i in range(300)]
+    many += [await federation.admitted(rs(n, a)) for n, a in
+             (("web-eu", {EU: "true"}), ("payments", {EU: "true", PCI: "2"}), ("ledger", {PCI: "3"}), ("blog", {}))]
+    await federation.put_workloads(many)
+    code, doc, _ = await what_if(federation, "--cluster-label", "aws-eu-central-1:pci-compliance-level=1",
+                                 "--max-moves", "100%")
+    assert code == 0
+    assert doc["summary"]["workloads"] == 304
+    assert doc["summary"]["evaluations"]["before"] <= 6
+    assert len(doc["moves"]) == 60 + 60 + 2  # PCI 3 (60 + ledger), EU+PCI 2 (60 + payments)
+
+
+async def test_scratch_opa_gives_the_same_answers(federation: Any, opa_process: Any, tmp_path: Path):
+    argv = ["--cluster-label", "aws-eu-central-1:pci-compliance-level=1", "--max-moves", "10"]
+    code, in_process, _ = await what_if(federation, *argv)
+    code2, scratch, err = await what_if(federation, *argv, "--scratch-opa-url", opa_process.url)
+    assert (code, code2) == (0, 0), err
+    assert scratch["summary"]["evaluator"] == f"scratch OPA at {opa_process.url}"
+    for key in ("moves", "denied", "undenied", "annotations"):
+        assert scratch[key] == in_process[key], key
+    # the copied data is gone from the scratch OPA (its modules stay until the next run replaces them)
+    status, body = await opa_process.request("GET", "/v1/data/kubernetes")
+    assert status == 200 and "result" not in body
+
+
+async def test_refuses_a_scratch_opa_that_is_live(federation: Any, opa_process: Any):
+    code, _, err = await what_if(federation, "--scratch-opa-url", federation.opa.url + "/v1/")
+    assert code == 2 and "is the live OPA" in err
+    status, _ = await opa_process.request("PUT", "/v1/data/fedplace_sync", json_body={"generation": "x"})
+    assert status == 204  # as opa-kube-sync marks the OPA it feeds
+    code, _, err = await what_if(federation, "--scratch-opa-url", opa_process.url)
+    assert code == 2 and "holds opa-kube-sync's sentinel" in err
+
+
+@pytest.mark.parametrize("bad", ["--max-moves=-1", "--max-moves=abc", "--cluster-label=nocolon"])
+async def test_usage_errors(federation: Any, bad: str):
+    with pytest.raises(SystemExit):
+        await run_command(whatif, [bad, *federation.flags()])
