@@ -43,7 +43,7 @@ import aiohttp
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.common import add_server_flags, devstack_only, pct, servers  # noqa: E402
+from bench.common import Opa, add_server_flags, devstack_only, pct, servers  # noqa: E402
 
 QUERY = "/v1/data/io/k8s/federation/admission"
 CONSTANT = "/v1/data/io/k8s/federation/limitrange/quantity/max_units"  # a constant rule of the pack
@@ -119,6 +119,18 @@ async def http_queries(s: aiohttp.ClientSession, url: str, doc: dict[str, Any], 
         await once()
         out.append((time.perf_counter() - t) * 1000)
     return out
+
+
+async def interleaved(url_a: str, url_b: str, doc: dict[str, Any], n: int, rounds: int = 10
+                      ) -> tuple[list[float], list[float]]:
+    """The same decision asked of two engines in alternating blocks (both see the same load)."""
+    a: list[float] = []
+    b: list[float] = []
+    async with aiohttp.ClientSession() as s:
+        for _ in range(rounds):
+            a += await http_queries(s, url_a, doc, max(1, n // rounds))
+            b += await http_queries(s, url_b, doc, max(1, n // rounds))
+    return a, b
 
 
 async def load(s: aiohttp.ClientSession, url: str, mods: dict[str, str]) -> None:
@@ -205,6 +217,20 @@ async def run(args: argparse.Namespace) -> None:
                 constant = await http_queries(s, engine.url, ok, n, CONSTANT)
                 await load(s, engine.url, modules(PLACEMENT))
                 rows.append((f"{where}, HTTP", "pack + placement policy", await http_queries(s, engine.url, ok, n)))
+                if not engine.external:
+                    # Baseline in the same run: an engine cloning regorus for every query with input
+                    # (--per-query-clone, how the engine evaluated before), same modules and data.
+                    base = Opa.start(Path(tmp), "baseline", "--per-query-clone")
+                    try:
+                        async with base.session() as b:
+                            await load(b, base.url, everything)
+                        reused, cloned = await interleaved(engine.url, base.url, ok, n)
+                    finally:
+                        await base.close()
+                    rows.append((f"{where}, HTTP, one clone reused (default)", "pack + placement, alternated",
+                                 reused))
+                    rows.append((f"{where}, HTTP, baseline --per-query-clone", "pack + placement, alternated",
+                                 cloned))
                 health = []
                 for _ in range(n):
                     t = time.perf_counter()

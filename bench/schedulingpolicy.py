@@ -51,7 +51,7 @@ from opa_bindings import OpaEngine
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import add_server_flags, pct, servers  # noqa: E402
+from bench.common import Opa, add_server_flags, pct, servers  # noqa: E402
 from devstack.schedulingpolicy import modules  # noqa: E402
 
 QUERY_PATH = "io/k8s/federation/admission"
@@ -184,41 +184,72 @@ def timed(fn: Callable[[], Any], n: int) -> tuple[list[float], Any]:
     return out, result
 
 
-async def over_http(args: argparse.Namespace, kube: dict[str, Any], n: int) -> tuple[str, str, dict[str, list[float]]]:
-    """(evaluator name, servers, {case: latencies}) over HTTP: the devstack engine, or --opa-url."""
+BASELINE = "engine (HTTP), baseline --per-query-clone"
+
+
+async def _load(s: aiohttp.ClientSession, root: str, kube: dict[str, Any]) -> None:
+    for mid, src in modules().items():
+        async with s.put(f"{root}/v1/policies/bench/{mid}", data=src) as r:
+            assert r.status == 200, await r.text()
+    async with s.put(f"{root}/v1/data/kubernetes", json=kube) as r:
+        assert r.status == 204, await r.text()
+
+
+async def _timed_posts(s: aiohttp.ClientSession, url: str, body: dict[str, Any], n: int) -> list[float]:
+    lat = []
+    for _ in range(n):
+        t = time.perf_counter()
+        async with s.post(url, json=body) as r:
+            await r.read()
+        lat.append((time.perf_counter() - t) * 1000)
+    return lat
+
+
+async def over_http(args: argparse.Namespace, kube: dict[str, Any], n: int, rounds: int = 10
+                    ) -> tuple[str, str, dict[str, dict[str, list[float]]]]:
+    """(evaluator name, servers, {evaluator: {case: latencies}}) over HTTP: the devstack engine
+    (and, in the same run, a baseline engine started with ``--per-query-clone``, the two asked
+    in alternating blocks so both see the same load), or --opa-url."""
     with tempfile.TemporaryDirectory() as tmp:
         async with servers(args, Path(tmp)) as srv:
             opa = srv.opa
             assert opa is not None
             opa.owns(documents=("kubernetes",), policies=("bench/",))
-            url = f"{opa.url}/v1/data/{QUERY_PATH}"
-            async with opa.session() as s:
-                for mid, src in modules().items():
-                    async with s.put(f"{opa.url}/v1/policies/bench/{mid}", data=src) as r:
-                        assert r.status == 200, await r.text()
-                async with s.put(f"{opa.url}/v1/data/kubernetes", json=kube) as r:
-                    assert r.status == 204, await r.text()
-                out = {}
-                for name, (obj, ok) in CASES.items():
-                    async with s.post(url, json={"input": obj}) as r:  # warm (the first query loads the data)
-                        result = (await r.json())["result"]
-                    assert ok(result), (name, result)
-                    lat = []
-                    for _ in range(n):
-                        t = time.perf_counter()
-                        async with s.post(url, json={"input": obj}) as r:
-                            await r.read()
-                        lat.append((time.perf_counter() - t) * 1000)
-                    out[name] = lat
-                # The floor: a constant rule, same server, same data (what any query costs there).
-                floor = []
-                for _ in range(n):
-                    t = time.perf_counter()
-                    async with s.post(f"{opa.url}/v1/data/io/k8s/federation/schedulingpolicy/prefix", json={"input": {}}) as r:
-                        await r.read()
-                    floor.append((time.perf_counter() - t) * 1000)
-                out[FLOOR] = floor
-            return ("external OPA (HTTP)" if opa.external else "engine (HTTP)"), srv.describe(), out
+            name = "external OPA (HTTP)" if opa.external else "engine (HTTP)"
+            targets = {name: opa}
+            base = None if opa.external else Opa.start(Path(tmp), "baseline", "--per-query-clone")
+            if base is not None:
+                targets[BASELINE] = base
+            try:
+                out: dict[str, dict[str, list[float]]] = {who: {} for who in targets}
+                sessions = {who: await target.session().__aenter__() for who, target in targets.items()}
+                try:
+                    for who, target in targets.items():
+                        await _load(sessions[who], target.url, kube)
+                    for case, (obj, ok) in CASES.items():
+                        for who, target in targets.items():  # warm (the first query loads the data)
+                            async with sessions[who].post(f"{target.url}/v1/data/{QUERY_PATH}",
+                                                          json={"input": obj}) as r:
+                                result = (await r.json())["result"]
+                            assert ok(result), (who, case, result)
+                        for _ in range(rounds):
+                            for who, target in targets.items():
+                                out[who].setdefault(case, []).extend(await _timed_posts(
+                                    sessions[who], f"{target.url}/v1/data/{QUERY_PATH}", {"input": obj},
+                                    max(1, n // rounds)))
+                    # The floor: a constant rule, same server, same data (what any query costs there).
+                    for _ in range(rounds):
+                        for who, target in targets.items():
+                            out[who].setdefault(FLOOR, []).extend(await _timed_posts(
+                                sessions[who], f"{target.url}/v1/data/io/k8s/federation/schedulingpolicy/prefix",
+                                {"input": {}}, max(1, n // rounds)))
+                finally:
+                    for session in sessions.values():
+                        await session.close()
+            finally:
+                if base is not None:
+                    await base.close()
+            return name, srv.describe(), out
 
 
 def in_regorus(kube: dict[str, Any], n: int) -> dict[str, list[float]]:
@@ -267,9 +298,9 @@ def main() -> None:
     for cluster_bindings in (250, BINDINGS):
         kube = world(cluster_bindings)
         shape = f"{cluster_bindings:,} / {BINDINGS - cluster_bindings:,}"
-        http_name, described, http = asyncio.run(over_http(args, kube, n))
+        _, described, http = asyncio.run(over_http(args, kube, n))
         results = {
-            http_name: http,
+            **http,
             "regorus (in process)": in_regorus(kube, n),
             "OPA 1.20 evaluator (in process)": in_opa(kube, n),
         }

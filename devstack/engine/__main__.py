@@ -58,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--evaluator", default="regorus", choices=EVALUATORS,
                         help="what evaluates queries: regorus (default; fast, incremental data) or opa (OPA 1.20's "
                              "own evaluator, in process: OPA's evaluation cost, data reloaded after writes)")
+    parser.add_argument("--per-query-clone", action="store_true",
+                        help="regorus: evaluate every query with input on a fresh clone of the engine instead of "
+                             "one reused clone (the old way, a benchmark baseline)")
     args = parser.parse_args(argv)
     configure_logging("fedplace-engine", args.log_level)
     token = None
@@ -68,15 +71,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"fedplace-engine: --token-file: {exc}", file=sys.stderr)
             return 2
     try:
-        return asyncio.run(serve(args.listen, token, args.data_sync == "incremental", args.evaluator))
+        return asyncio.run(serve(args.listen, token, args.data_sync == "incremental", args.evaluator,
+                                 reuse=not args.per_query_clone))
     except OSError as exc:
         log.error("cannot listen", extra={"listen": f"{args.listen[0]}:{args.listen[1]}", "error": str(exc)})
         return 1
 
 
 async def serve(listen: tuple[str, int], token: str | None, incremental: bool = True,
-                evaluator: str = "regorus") -> int:
-    runner = web.AppRunner(make_app(token, EngineState(incremental, evaluator)), access_log=None,
+                evaluator: str = "regorus", reuse: bool = True) -> int:
+    runner = web.AppRunner(make_app(token, EngineState(incremental, evaluator, reuse)), access_log=None,
                            handle_signals=False)
     await runner.setup()
     site = web.TCPSite(runner, listen[0], listen[1], reuse_address=True)

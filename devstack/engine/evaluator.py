@@ -30,6 +30,7 @@ them on its event loop, one at a time):
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Mapping, Protocol, Sequence
 
@@ -123,8 +124,13 @@ def query_text(paths: Sequence[Path], clauses: str = "") -> str:
 
     ``clauses`` (``with`` modifiers) apply to every reference. The text depends
     only on the paths and clauses, never on the input, so an evaluator may cache
-    it prepared.
+    it prepared (and this function caches it: one text per distinct query).
     """
+    return _query_text(tuple(paths), clauses)
+
+
+@functools.lru_cache(maxsize=1024)
+def _query_text(paths: tuple[Path, ...], clauses: str) -> str:
     return "; ".join(f"r{i} := [v | v := {ref_text(query_terms(p))}]{clauses}" for i, p in enumerate(paths))
 
 
@@ -133,12 +139,13 @@ def first_values(bindings: Mapping[str, Any], count: int, missing: Any) -> list[
     return [(bindings.get(f"r{i}") or [missing])[0] for i in range(count)]
 
 
-def make_evaluator(name: str, incremental: bool = True) -> Evaluator:
+def make_evaluator(name: str, incremental: bool = True, reuse: bool = True) -> Evaluator:
     """The evaluator called ``name`` (one of :data:`EVALUATORS`); ``incremental`` is the
-    regorus mirror's mode (``False``: the ``--data-sync reload`` baseline)."""
+    mirror's mode (``False``: the ``--data-sync reload`` baseline), ``reuse`` regorus' (``False``:
+    the ``--per-query-clone`` baseline; see :mod:`devstack.engine.eval_regorus`)."""
     if name == "regorus":
         from devstack.engine.eval_regorus import RegorusEvaluator
-        return RegorusEvaluator(incremental)
+        return RegorusEvaluator(incremental, reuse)
     if name == "opa":
         from devstack.engine.eval_opa import OpaEvaluator
         return OpaEvaluator(incremental)

@@ -107,6 +107,9 @@ class DataMirror:
         # after each change to carry the preparation into every clone (≈5x faster
         # decisions with the shipped packs).
         self.prepared = False
+        # Bumped whenever the engine's policies or data change (a reload, a merge, an
+        # overlay): an evaluator's copy of the engine made at an older generation is stale.
+        self.generation = 0
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -142,9 +145,11 @@ class DataMirror:
             self.hidden = 0
             self._clauses = ""
             self.stats.rebuilds += 1
-        if not self.prepared and self.prepare:
-            self.engine.eval_query("true")
+        if not self.prepared:
+            if self.prepare:
+                self.engine.eval_query("true")
             self.prepared = True
+            self.generation += 1
         return self.engine
 
     def clauses(self) -> str:

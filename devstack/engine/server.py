@@ -23,6 +23,7 @@ from urllib.parse import unquote
 
 from aiohttp import web
 
+from common.jsonsafe import dumps, loads
 from devstack.engine.state import EngineState, EvalError, PolicyError
 from devstack.engine.store import MISSING, Path, StoreError, parse_url_path
 from devstack.faults import ADMIN_PREFIX, FaultInjector
@@ -176,7 +177,7 @@ class Api:
         input_doc: Any = MISSING
         if text.strip():
             try:
-                body = json.loads(text)
+                body = loads(text)
             except ValueError as exc:
                 return error(400, "invalid_parameter", f"body contains malformed input document: {exc}")
             if body is not None and not isinstance(body, dict):
@@ -193,7 +194,7 @@ class Api:
         body: dict[str, Any] = {} if value is MISSING else {"result": value}
         if warn:
             body["warning"] = {"code": "api_usage_warning", "message": "'input' key missing from the request"}
-        return web.json_response(body)
+        return web.Response(body=dumps(body), content_type="application/json")
 
     async def data_put(self, request: web.Request) -> web.Response:
         path = _path_after(request, "/v1/data")

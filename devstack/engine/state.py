@@ -34,6 +34,7 @@ from devstack.engine.store import (
 __all__ = ["COMPILE_MESSAGE", "EVAL_MESSAGE", "EngineState", "EvalError", "PolicyError", "conflict_view"]
 
 COMPILE_MESSAGE = "error(s) occurred while compiling module(s)"
+MAX_PLANS = 1024  # read plans cached per module set (EngineState._plan)
 
 
 @dataclass
@@ -127,13 +128,15 @@ def _conflict_errors(rules: list[rego.RuleRef], tree: dict[str, Any]) -> list[di
 class EngineState:
     """Data, policies and evaluation, with OPA's REST semantics."""
 
-    def __init__(self, incremental: bool = True, evaluator: str = "regorus") -> None:
+    def __init__(self, incremental: bool = True, evaluator: str = "regorus", reuse: bool = True) -> None:
         """``evaluator``: ``regorus`` or ``opa`` (:data:`~devstack.engine.evaluator.EVALUATORS`);
-        ``incremental=False`` reloads all data after any write (the benchmark baseline)."""
+        ``incremental=False`` reloads all data after any write, ``reuse=False`` clones regorus'
+        engine for every query with input (benchmark baselines)."""
         self.tree: dict[str, Any] = {}
         self.modules: dict[str, rego.Module] = {}
+        self._plans: dict[Path, tuple[bool, list[Path] | None, list[Path]]] = {}  # per read path; see _plan
         self.incremental = incremental
-        self.evaluator: Evaluator = make_evaluator(evaluator, incremental)
+        self.evaluator: Evaluator = make_evaluator(evaluator, incremental, reuse)
 
     @property
     def mirror(self) -> DataMirror:
@@ -156,6 +159,7 @@ class EngineState:
 
     def _commit_modules(self, modules: dict[str, rego.Module], compiled: Any) -> None:
         self.modules = modules
+        self._plans = {}
         self.evaluator.commit(modules, compiled)
 
     def put_policy(self, module_id: str, raw: str) -> None:
@@ -261,9 +265,28 @@ class EngineState:
     def _needs_eval(self, path: Path) -> bool:
         return any(_overlaps(pkg, path) for pkg in self.packages)
 
+    def _plan(self, path: Path) -> tuple[bool, list[Path] | None, list[Path]]:
+        """How to read ``path`` under the loaded modules: (evaluate at all?, the rule documents
+        under it or None when one reference evaluates it, the package and rule-head nodes
+        under it that are objects even when empty). Cached until the modules change (at most
+        :data:`MAX_PLANS` paths: read paths come from clients)."""
+        plan = self._plans.get(path)
+        if plan is None:
+            needs = self._needs_eval(path)
+            rules = self._rule_documents_under(path) if needs and path else None
+            nodes: list[Path] = []
+            if rules is not None:
+                heads = set(self.packages) | {r[:-1] for r in self._rule_paths()}
+                nodes = sorted(node for node in heads if _is_prefix(path, node))
+            plan = (needs, rules, nodes)
+            if len(self._plans) >= MAX_PLANS:
+                self._plans.clear()
+            self._plans[path] = plan
+        return plan
+
     def read(self, path: Path, input_doc: Any = MISSING) -> Any:
         """The document at ``path`` (base + virtual), or MISSING when undefined."""
-        if not self._needs_eval(path):
+        if not self._plan(path)[0]:
             return read_path(self.tree, path)
         if not path:
             return self._read_root(input_doc)
@@ -303,16 +326,15 @@ class EngineState:
         the rules of modules whose imports it resolved wrongly
         (tests/engine/test_conformance.py pins the case).
         """
-        rules = self._rule_documents_under(path)
+        _, rules, nodes = self._plan(path)
         if rules is None:
             return self._eval_refs([path], input_doc)[0]
         values = self._eval_refs(rules, input_doc)
         base = read_path(self.tree, path)
         doc: Any = base if isinstance(base, dict) else {}
         # Packages and the inner nodes of rule heads (p.q in `p.q.r := …`) are objects, even empty.
-        nodes = set(self.packages) | {r[:-1] for r in self._rule_paths()}
         for node in nodes:
-            if _is_prefix(path, node) and lookup(doc, node[len(path):]) is MISSING:
+            if lookup(doc, node[len(path):]) is MISSING:
                 doc = set_path(doc, node[len(path):], {})
         for rule, value in zip(rules, values):
             if value is not MISSING:

@@ -362,6 +362,40 @@ async def test_read_your_writes(opa):
     assert (await opa.query("fedtest/authz/allow", {"user": "carol"}))[1] == {}
 
 
+INPUT_ECHO = """package fedtest.echo
+
+given if input
+
+user := input.user
+
+seen contains name if {
+	some name, obj in data.fedtest.objects
+	obj.owner == input.user
+}
+"""
+
+
+async def test_input_never_outlives_its_query_and_queries_with_input_see_every_write(opa):
+    """Each query sees its own input only (none when it sends none), and the data as written
+    just before it — whatever the engine reuses between queries."""
+    await opa.put_policy("fedtest/echo", INPUT_ECHO)
+    await opa.request("PUT", "/v1/data/fedtest/objects", json_body={"a": {"owner": "alice"}})
+    for user in ("alice", "bob", "alice"):
+        assert (await opa.query("fedtest/echo/user", {"user": user}))[1] == {"result": user}
+        assert await opa.request("GET", "/v1/data/fedtest/echo/given") == (200, {})
+        assert await opa.request("GET", "/v1/data/fedtest/echo/user") == (200, {})
+    assert (await opa.query("fedtest/echo/seen", {"user": "bob"}))[1] == {"result": []}
+    assert (await opa.request("PUT", "/v1/data/fedtest/objects/b", json_body={"owner": "bob"}))[0] == 204
+    assert (await opa.query("fedtest/echo/seen", {"user": "bob"}))[1] == {"result": ["b"]}
+    assert (await opa.request("PUT", "/v1/data/fedtest/objects/b", json_body={"owner": "carol"}))[0] == 204
+    assert (await opa.query("fedtest/echo/seen", {"user": "bob"}))[1] == {"result": []}
+    assert (await opa.query("fedtest/echo/seen", {"user": "alice"}))[1] == {"result": ["a"]}
+    assert (await opa.request("DELETE", "/v1/data/fedtest/objects/a"))[0] == 204
+    assert (await opa.query("fedtest/echo/seen", {"user": "alice"}))[1] == {"result": []}
+    assert (await opa.request("POST", "/v1/data/fedtest/echo/user", json_body={"input": None}))[1].get("result") \
+        is None
+
+
 async def test_numeric_segments_index_arrays(opa):
     await opa.request("PUT", "/v1/data/fedtest/list", json_body=["a", "b", "c"])
     assert await opa.request("GET", "/v1/data/fedtest/list/1") == (200, {"result": "b"})
