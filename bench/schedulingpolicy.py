@@ -272,6 +272,23 @@ def in_regorus(kube: dict[str, Any], n: int) -> dict[str, list[float]]:
     return out
 
 
+def in_engine(kube: dict[str, Any], n: int) -> dict[str, list[float]]:
+    """The devstack engine's decision without HTTP: ``EngineState.read`` as its server calls it."""
+    from devstack.engine.state import EngineState
+
+    state = EngineState()
+    for mid, src in modules().items():
+        state.put_policy(f"bench/{mid}", src)
+    state.put_data(("kubernetes",), kube)
+    path = tuple(QUERY_PATH.split("/"))
+    out = {}
+    for name, (obj, ok) in CASES.items():
+        lat, result = timed(lambda obj=obj: state.read(path, obj), n)
+        assert ok(result), (name, result)
+        out[name] = lat
+    return out
+
+
 def in_opa(kube: dict[str, Any], n: int) -> dict[str, list[float]]:
     engine = OpaEngine()
     for mid, src in modules().items():
@@ -301,6 +318,7 @@ def main() -> None:
         _, described, http = asyncio.run(over_http(args, kube, n))
         results = {
             **http,
+            "devstack engine, in process (no HTTP)": in_engine(kube, n),
             "regorus (in process)": in_regorus(kube, n),
             "OPA 1.20 evaluator (in process)": in_opa(kube, n),
         }
