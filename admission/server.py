@@ -35,6 +35,7 @@ from common.jsonsafe import dumps
 from common.opa_client import OpaClient
 from common.ops_http import add_ops_routes
 from common.retry import Deadline
+from common.secrets import without_secret_content
 
 __all__ = ["MutateHandler", "PolicyState", "build_app", "error_middleware"]
 
@@ -159,8 +160,8 @@ class MutateHandler:
         outcome: OpaOutcome | None = None
         if needs_query(review, policies_exist):
             assert review.object is not None
-            outcome = await query_decision(
-                self.opa, self.config.opa.query_path, review.object,
+            outcome = await query_decision(  # a Secret without its content (common/secrets.py)
+                self.opa, self.config.opa.query_path, without_secret_content(review.object),
                 deadline=deadline, attempt_timeout=self.config.opa.timeout, backoff=self.config.retry,
             )
         decision = decide(review, policies_exist, outcome)

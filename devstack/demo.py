@@ -10,9 +10,14 @@ server; then shows
 2. one denied with the policy's message;
 3. a cluster's PCI level downgraded → the affected ReplicaSets remediated;
 4. OPA restarted → its data and policies restored by the sync;
-5. the LimitRange pack (devstack/demo_limitrange.py): switched on by its
+5. a Deployment and a Secret placed through the cluster selector
+   (federation.alpha.kubernetes.io/cluster-selector naming the eligible
+   clusters by their fedplace.io/cluster-name label), a contradicting
+   developer selector denied, and the Deployment re-placed when a cluster's
+   PCI level goes back up;
+6. the LimitRange pack (devstack/demo_limitrange.py): switched on by its
    ConfigMap, a default injected, a violation explained, ``fedplace-limits``;
-6. the SchedulingPolicy pack (devstack/demo_schedulingpolicy.py): switched on
+7. the SchedulingPolicy pack (devstack/demo_schedulingpolicy.py): switched on
    with its deploy component, a Deployment denied naming the component, the
    value and the policies considered, then a RoleBinding granting the team its
    policy and a pod template defaulted.
@@ -50,14 +55,26 @@ PREFS = "federation.kubernetes.io/replica-set-preferences"
 EU = "policy.federation.alpha.kubernetes.io/eu-jurisdiction-required"
 PCI = "policy.federation.alpha.kubernetes.io/pci-compliance-level"
 RS_PATH = "/apis/apps/v1/namespaces/{ns}/replicasets"
+DEPLOY_PATH = "/apis/apps/v1/namespaces/{ns}/deployments"
+SECRET_PATH = "/api/v1/namespaces/{ns}/secrets"
+SELECTOR = "federation.alpha.kubernetes.io/cluster-selector"
+SELECTOR_SOURCE = "fedplace.io/cluster-selector-source"
+NAME_LABEL = "fedplace.io/cluster-name"
 
-# What the API server sends to the webhook: every pod-bearing kind (as deploy/ does).
+# What the API server sends to the webhook (as deploy/ does): every pod-bearing
+# kind, and the kinds placed through the cluster selector.
 WEBHOOK_RULES = [
     {"apiGroups": group, "apiVersions": ["v1"], "resources": resources, "operations": ["CREATE", "UPDATE"],
      "scope": "Namespaced"}
     for group, resources in ((["apps"], ["replicasets", "deployments", "statefulsets", "daemonsets"]),
-                             ([""], ["pods"]), (["batch"], ["jobs", "cronjobs"]))
+                             ([""], ["pods", "configmaps", "secrets", "services"]), (["batch"], ["jobs", "cronjobs"]),
+                             (["networking.k8s.io"], ["ingresses"]))
 ]
+
+# The kinds placed through the cluster selector that the devstack API server
+# serves (it has no Ingresses): replicated and remediated like ReplicaSets.
+SELECTOR_RESOURCES = ["apps/v1/deployments", "apps/v1/statefulsets", "apps/v1/daemonsets", "batch/v1/jobs",
+                      "v1/configmaps", "v1/secrets", "v1/services"]
 
 CLUSTERS = [
     ("gce-europe-west1", "europe-west1", "2"),
@@ -129,6 +146,7 @@ def policy_configmap() -> dict[str, Any]:
     files = {
         "placement.rego": ROOT / "policies/federation/placement.rego",
         "placement-lib.rego": ROOT / "policies/federation/lib.rego",
+        "placement-selector.rego": ROOT / "policies/federation/selector.rego",  # after the lib: it calls it
         "placement_explain.rego": ROOT / "policies/federation/placement_explain.rego",  # what fedplace explain shows
         "remediation.rego": ROOT / "policies/lib/remediation.rego",
         "podspec.rego": ROOT / "policies/lib/podspec.rego",  # where packs find a pod spec
@@ -189,18 +207,27 @@ async def demo_steps(api: client.ApiClient, work: Path, logs: Path, engine: Serv
         await kube_json(api, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=crd)
     await eventually(lambda: _served(api), 10, "the Cluster CRD to be served")
     for name, region, pci in CLUSTERS:
-        await kube_json(api, "POST", CLUSTERS_PATH, body=cluster(name, region, pci))
-    say("   clusters: " + ", ".join(f"{n} ({r}, PCI {p})" for n, r, p in CLUSTERS))
+        body = cluster(name, region, pci)
+        body["metadata"]["labels"][NAME_LABEL] = name  # how the cluster selector names a cluster
+        await kube_json(api, "POST", CLUSTERS_PATH, body=body)
+    say("   clusters: " + ", ".join(f"{n} ({r}, PCI {p})" for n, r, p in CLUSTERS)
+        + f"; each labelled {NAME_LABEL}=<its name>")
 
     step(2, "Start opa-kube-sync (remediation enforced) and the admission webhook (TLS)")
     sync = started(ServerProcess("opa-kube-sync", [
         "-m", "sync", "--opa-url", engine.url + "/v1", "--opa-token-file", str(work / "opa.token"),
         "--kubeconfig", str(kubeconfig), "--listen", "127.0.0.1:{port}",
         "--replicate", "apps/v1/replicasets", "--replicate-cluster", "federation.fedplace.io/v1beta1/clusters",
+        *[a for r in SELECTOR_RESOURCES for a in ("--replicate", r, "--remediate-resource", r)],
+        "--remediate-resource", "apps/v1/replicasets",
+        "--replicate-ignore-namespaces", f"kube-system,opa,{POLICY_NS}",
         "--replicate", "v1/limitranges",  # the LimitRange pack (devstack/demo_limitrange.py)
         *SCHEDULINGPOLICY_SYNC_FLAGS,  # the SchedulingPolicy pack (devstack/demo_schedulingpolicy.py)
         "--policy-namespace", POLICY_NS, "--opa-check-interval", "0.5",
         "--remediate", "enforce", "--remediate-debounce", "0.2", "--remediate-interval", "30",
+        # A handful of objects: one label change moves more than half of them (step 8),
+        # which the default guard (0.5) would refuse.
+        "--remediate-max-fraction", "1",
         "--leader-election-namespace", "opa", "--notifications-token-file", str(work / "notify.token"),
         "--placement-page"],
         "/readyz", logs))
@@ -300,9 +327,76 @@ async def demo_steps(api: client.ApiClient, work: Path, logs: Path, engine: Serv
     await kube_json(api, "POST", RS_PATH.format(ns="shop"), body=rs_body("checkout", {EU: "true", PCI: "2"}))
     final = await print_table(api, "placement after the restart:")
     check(final["checkout"] == "gce-europe-west1", "a new ReplicaSet is decided on the restored state")
-    await limitrange_steps(api, engine, 8, say=say, step=step, check=check, eventually=eventually)
-    await schedulingpolicy_steps(api, 11, say=say, step=step, check=check, eventually=eventually)
+    await selector_steps(api, engine, 8)
+    await limitrange_steps(api, engine, 9, say=say, step=step, check=check, eventually=eventually)
+    await schedulingpolicy_steps(api, 12, say=say, step=step, check=check, eventually=eventually)
     say("\nAll steps behaved as expected.")
+
+
+def deployment_body(name: str, annotations: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "annotations": annotations, "labels": {"app": name}},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}},
+                              "spec": {"containers": [{"name": "app", "image": "nginx:1.27"}]}}},
+    }
+
+
+def selected(obj: dict[str, Any]) -> str:
+    """The clusters a cluster selector names through the name label."""
+    raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(SELECTOR)
+    if not raw:
+        return "(any cluster)"
+    return ", ".join(v for r in json.loads(raw) if r.get("key") == NAME_LABEL for v in r.get("values") or [])
+
+
+async def selector_steps(api: client.ApiClient, engine: ServerProcess, n: int) -> None:
+    """Step ``n``: other kinds placed through the cluster selector, and re-placed."""
+    step(n, "A Deployment and a Secret placed through the cluster selector (every kind but ReplicaSets)")
+    await kube_json(api, "POST", DEPLOY_PATH.format(ns="shop"), body=deployment_body("storefront", {EU: "true", PCI: "2"}))
+    await kube_json(api, "POST", SECRET_PATH.format(ns="shop"), body={
+        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": "card-keys", "annotations": {EU: "true", PCI: "2"}},
+        "stringData": {"key": "s3cr3t"}})
+    storefront = await kube_json(api, "GET", DEPLOY_PATH.format(ns="shop") + "/storefront")
+    keys = await kube_json(api, "GET", SECRET_PATH.format(ns="shop") + "/card-keys")
+    for obj in (storefront, keys):
+        ann = obj["metadata"]["annotations"]
+        say(f"   {obj['kind']} {obj['metadata']['name']}: {SELECTOR} = {ann.get(SELECTOR)}"
+            f" ({SELECTOR_SOURCE}: {ann.get(SELECTOR_SOURCE)})")
+    check(selected(storefront) == "gce-europe-west1", "storefront (EU, PCI>=2) selects gce-europe-west1 by its name label")
+    check(selected(keys) == "gce-europe-west1", "the Secret card-keys likewise")
+
+    async def replicated_without_data() -> bool:
+        doc = await _opa_get(engine, "/v1/data/kubernetes/secrets/shop/card-keys")
+        return isinstance(doc.get("result"), dict)
+
+    await eventually(replicated_without_data, 10, "the Secret to be replicated")
+    doc = (await _opa_get(engine, "/v1/data/kubernetes/secrets/shop/card-keys"))["result"]
+    check("data" not in doc and "stringData" not in doc, "OPA holds the Secret's metadata only, never its data")
+    mine = json.dumps([{"key": NAME_LABEL, "operator": "In", "values": ["gce-us-central1"]}])
+    try:
+        await kube_json(api, "POST", DEPLOY_PATH.format(ns="shop"),
+                        body=deployment_body("gdpr-api", {EU: "true", SELECTOR: mine}))
+        check(False, "gdpr-api selecting a US cluster should have been denied")
+    except KubeApiError as exc:
+        say(f"   {exc.status}: {exc.message}")
+        check(exc.status == 403 and "admits none of the clusters the placement policy allows" in exc.message,
+              "a developer selector contradicting the policy denied")
+    t0 = time.monotonic()
+    await kube_json(api, "PATCH", CLUSTERS_PATH + "/aws-eu-central-1",
+                    body={"metadata": {"labels": {"pci-compliance-level": "3"}}},
+                    content_type="application/merge-patch+json")
+
+    async def replaced() -> bool:
+        obj = await kube_json(api, "GET", DEPLOY_PATH.format(ns="shop") + "/storefront")
+        return selected(obj) == "aws-eu-central-1, gce-europe-west1"
+
+    await eventually(replaced, 20, "storefront to be re-placed")
+    say(f"   aws-eu-central-1 back to PCI 3: storefront re-placed {time.monotonic() - t0:.2f}s later")
+    storefront = await kube_json(api, "GET", DEPLOY_PATH.format(ns="shop") + "/storefront")
+    check(selected(storefront) == "aws-eu-central-1, gce-europe-west1", "storefront now selects both clusters")
 
 
 async def _served(api: client.ApiClient) -> bool:

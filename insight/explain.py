@@ -2,6 +2,7 @@
 
     fedplace explain -f rs.yaml --opa-url …
     fedplace explain -n shop replicaset/payments --kubeconfig … --opa-url …
+    fedplace explain -n shop deployment/storefront --kubeconfig … --opa-url …
 
 Asks OPA two read-only questions about the object (as admission sees it): the
 decision (``--decision-path``, the webhook's ``data.io.k8s.federation.admission``:
@@ -29,6 +30,7 @@ from typing import Any, Mapping, TextIO
 from common.annotations import canonical_value
 from common.kube_client import KubeApiError, Resource, kube_json, new_api_client
 from common.opa_client import OpaClient, OpaError
+from common.secrets import without_secret_content
 from insight.evaluate import Decision
 from insight.options import (DECISION, add_kube_arguments, add_opa_arguments, dump, opa_settings,
                              read_documents)
@@ -47,6 +49,11 @@ for _names, _res in (
     (("job", "jobs"), Resource("batch", "v1", "jobs")),
     (("cronjob", "cronjobs", "cj"), Resource("batch", "v1", "cronjobs")),
     (("pod", "pods", "po"), Resource("", "v1", "pods")),
+    # Placed through the cluster selector (policies/federation/selector.rego).
+    (("configmap", "configmaps", "cm"), Resource("", "v1", "configmaps")),
+    (("secret", "secrets"), Resource("", "v1", "secrets")),
+    (("service", "services", "svc"), Resource("", "v1", "services")),
+    (("ingress", "ingresses", "ing"), Resource("networking.k8s.io", "v1", "ingresses")),
 ):
     for _n in _names:
         KINDS[_n] = _res
@@ -84,12 +91,15 @@ async def read_object(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         await api.close()
     obj.setdefault("kind", obj.get("kind") or kind)
+    obj.setdefault("apiVersion", res.api_version)
     return obj
 
 
 async def explain(opa: OpaClient, obj: Mapping[str, Any], decision_path: str = DECISION,
                   explain_path: str = EXPLAIN) -> dict[str, Any]:
-    """``{"object", "decision", "explanation"}``: OPA's two answers (None when undefined)."""
+    """``{"object", "decision", "explanation"}``: OPA's two answers (None when undefined).
+    A Secret is sent without its content (:mod:`common.secrets`)."""
+    obj = without_secret_content(dict(obj))
     decision = await opa.query(decision_path, obj)
     packs = await opa.query(explain_path, obj)
     meta = obj.get("metadata") or {}

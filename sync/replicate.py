@@ -41,6 +41,7 @@ from prometheus_client import Counter, Gauge, Histogram
 from common.informer import Informer, InformerSettings
 from common.kube_client import Resource
 from common.opa_client import OpaClient, OpaRequestError, OpaUnavailable
+from common.secrets import LAST_APPLIED, without_secret_content
 from sync.signal import ChangeSignal
 
 __all__ = ["LAST_APPLIED", "MAX_BATCH", "ReplicationHandler", "batch_ops", "layout", "namespace_field_selector",
@@ -48,7 +49,6 @@ __all__ = ["LAST_APPLIED", "MAX_BATCH", "ReplicationHandler", "batch_ops", "layo
 
 log = logging.getLogger(__name__)
 
-LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 MAX_BATCH = 256  # objects in one JSON Patch of a collection
 
 OBJECTS = Gauge("fedplace_sync_objects", "Objects replicated into OPA, per resource", ["resource"])
@@ -61,7 +61,15 @@ LAG = Histogram("fedplace_sync_replication_lag_seconds", "From receiving a watch
 
 
 def strip(obj: dict[str, Any]) -> dict[str, Any]:
-    """The object without noise: ``metadata.managedFields`` and kubectl's last-applied annotation."""
+    """The object without noise: ``metadata.managedFields`` and kubectl's last-applied annotation.
+
+    A core/v1 Secret also loses its content (``data``, ``stringData``): OPA
+    holds its metadata and type only, never a secret value. This runs on every
+    object on arrival (informer transform, layout, each write), so the content
+    is never cached nor written. (kubectl's last-applied annotation, which
+    would copy the content, is dropped from every object below.)
+    """
+    obj = without_secret_content(obj)
     meta = obj.get("metadata")
     if not isinstance(meta, dict) or ("managedFields" not in meta and LAST_APPLIED not in (meta.get("annotations") or {})):
         return obj

@@ -56,17 +56,21 @@ required_pci := number(requested[pci_key]) if whole_number(requested[pci_key])
 
 else := 0
 
-annotation_errors contains msg if {
+# Malformed constraint annotations (every placed kind); annotation_errors adds
+# the replica-set-preferences ones (ReplicaSets).
+constraint_errors contains msg if {
 	value := requested[pci_key]
 	not whole_number(value)
 	msg := sprintf("annotation %s must be a whole number (at most 15 digits), got %q", [pci_key, value])
 }
 
-annotation_errors contains msg if {
+constraint_errors contains msg if {
 	value := requested[eu_key]
 	not value in {"true", "false"}
 	msg := sprintf("annotation %s must be \"true\" or \"false\", got %q", [eu_key, value])
 }
+
+annotation_errors contains msg if some msg in constraint_errors
 
 annotation_errors contains msg if {
 	raw := requested[preferences_key]

@@ -1,5 +1,10 @@
 # Federation placement policy (Rego v1).
 #
+# ReplicaSets are placed through replica-set-preferences (below, lib.rego);
+# every kind of the setting selector_kinds (Deployments, StatefulSets,
+# DaemonSets, Jobs, ConfigMaps, Secrets, Services, Ingresses by default)
+# through the cluster selector (the rules at the end, selector.rego).
+#
 # A ReplicaSet may ask for constraints with two annotations:
 #   policy.federation.alpha.kubernetes.io/eu-jurisdiction-required: "true"
 #   policy.federation.alpha.kubernetes.io/pci-compliance-level: "N"
@@ -48,4 +53,55 @@ errors contains msg if {
 errors contains msg if {
 	placement.applies
 	some msg in placement.annotation_errors
+}
+
+# -- every other kind: federation.alpha.kubernetes.io/cluster-selector ------------
+#
+# annotations: the developer's requirements on other labels, then the name
+#              label In the eligible clusters the developer's name requirements
+#              admit; and who wrote those (fedplace.io/cluster-selector-source).
+# errors:      a malformed selector, no eligible cluster, or a selector that
+#              admits none of the eligible clusters (a contradiction).
+
+annotations[placement.selector_key] := placement.selector if {
+	placement.selector_constrained
+	placement.selector_placeable
+}
+
+annotations[placement.selector_source_key] := placement.selector_source if {
+	placement.selector_constrained
+	placement.selector_placeable
+}
+
+errors contains msg if {
+	placement.selector_kind
+	some msg in placement.constraint_errors
+}
+
+errors contains msg if {
+	placement.selector_kind
+	some msg in placement.selector_errors
+}
+
+errors contains msg if {
+	placement.selector_constrained
+	count(placement.selector_errors) == 0
+	count(placement.selector_eligible) == 0
+	msg := sprintf("no cluster satisfies the placement policy (%s)%s", [placement.requirements_text, placement.unselectable_text])
+}
+
+errors contains msg if {
+	placement.selector_constrained
+	count(placement.selector_errors) == 0
+	count(placement.selector_eligible) > 0
+	count(placement.selector_admitted) == 0
+	msg := placement.selector_contradiction_text
+}
+
+# Unsound settings: no kind but ReplicaSet can be placed, so every other
+# object asking for placement is refused, naming the setting.
+errors contains msg if {
+	not placement.applies
+	placement.asks_placement
+	some msg in placement.settings_errors
 }

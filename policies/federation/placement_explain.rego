@@ -18,8 +18,10 @@
 # The contract (docs/policies.md, "The explanation contract") is generic: a
 # pack explains object-level `checks` and/or per-cluster `clusters`, each check
 # naming the requirement, the value found and the value required. Kinds placed
-# through other annotations (the cluster selector) add requirements and checks
-# of their own under the same shapes.
+# through the cluster selector (selector.rego) get the same document, plus the
+# requirement "cluster-name-label" (the label the policy selects clusters by)
+# and, when the developer wrote a selector, "cluster-selector"; per cluster, a
+# check of the name label and one per developer requirement.
 #
 # Only evaluated when asked: the admission package and the remediation library
 # never read it. Rules of the placement helpers are named by their full path,
@@ -50,11 +52,44 @@ packs["placement"] := doc if {
 
 packs["placement"] := doc if {
 	not data.io.k8s.federation.placement.applies
+	not data.io.k8s.federation.placement.selector_kind
 	doc := {
 		"applies": false,
-		"summary": sprintf("the placement policy constrains ReplicaSets only (%s)", [placement_kind]),
+		"summary": placement_not_applying_summary,
 	}
 }
+
+# Kinds placed through the cluster selector (selector.rego).
+packs["placement"] := doc if {
+	data.io.k8s.federation.placement.selector_kind
+	not data.io.k8s.federation.placement.selector_constrained
+	doc := {
+		"applies": true,
+		"summary": sprintf("no placement constraint annotations: the policy leaves %s alone (any cluster)", [data.io.k8s.federation.placement.selector_key]),
+		"requirements": [],
+		"clusters": {},
+	}
+}
+
+packs["placement"] := doc if {
+	data.io.k8s.federation.placement.selector_constrained
+	doc := {
+		"applies": true,
+		"summary": selector_summary,
+		"requirements": array.concat(placement_requirements, selector_requirements),
+		"clusters": selector_clusters,
+	}
+}
+
+placement_not_applying_summary := sprintf("the placement policy constrains ReplicaSets only (%s) through replica-set-preferences, and the kinds %s through the cluster selector (setting selector_kinds)", [
+	placement_kind,
+	concat(", ", sort([k | some k in data.io.k8s.federation.placement.selector_kinds_collection])),
+]) if {
+	count(data.io.k8s.federation.placement.settings_errors) == 0
+} else := sprintf("the placement policy constrains ReplicaSets only (%s): its settings are malformed, so no other kind is placed: %s", [
+	placement_kind,
+	concat("; ", sort(data.io.k8s.federation.placement.settings_errors)),
+])
 
 placement_kind := sprintf("this is a %s", [k]) if {
 	k := input.kind
@@ -173,4 +208,118 @@ placement_developer_summary := sprintf("; the developer's replica-set-preference
 	count(data.io.k8s.federation.placement.developer_clusters - data.io.k8s.federation.placement.eligible_clusters),
 ]) if {
 	count(data.io.k8s.federation.placement.developer_clusters) > 0
+} else := ""
+
+# -- the cluster selector (other kinds) -------------------------------------------------
+
+# The name label the policy selects clusters by, and the developer's selector.
+selector_requirements := array.concat(
+	[{
+		"name": "cluster-name-label",
+		"label": data.io.k8s.federation.placement.cluster_name_label,
+		"required": "= the cluster's name",
+		"source": "the cluster selector matches labels only; setting cluster_name_label, default fedplace.io/cluster-name",
+	}],
+	[r | some r in [selector_developer_requirement]],
+)
+
+selector_developer_requirement := {
+	"name": "cluster-selector",
+	"label": "cluster selector",
+	"required": concat(", ", data.io.k8s.federation.placement.developer_selector_texts),
+	"source": placement_source(data.io.k8s.federation.placement.selector_key),
+} if {
+	count(data.io.k8s.federation.placement.developer_selector) > 0
+}
+
+# The clusters the decision's selector admits (none when it denies).
+selector_selected := data.io.k8s.federation.placement.selector_allowed & data.io.k8s.federation.placement.developer_requirements_admit if {
+	data.io.k8s.federation.placement.selector_placeable
+} else := set()
+
+selector_clusters := {name: entry |
+	known := data.io.k8s.federation.placement.clusters
+	is_object(known)
+	some name, cluster in known
+	is_object(cluster)
+	labels := selector_labels(cluster)
+	checks := array.concat(
+		array.concat(placement_eu_checks(cluster), placement_pci_checks(cluster)),
+		array.concat([selector_name_check(name, labels)], selector_developer_checks(name, labels)),
+	)
+	entry := object.union(
+		{
+			"eligible": placement_member(name, data.io.k8s.federation.placement.selector_eligible),
+			"selected": placement_member(name, selector_selected),
+			"checks": checks,
+		},
+		selector_requested(name),
+	)
+}
+
+selector_requested(name) := {"requested": placement_member(name, data.io.k8s.federation.placement.developer_selector_admits)} if {
+	count(data.io.k8s.federation.placement.developer_selector) > 0
+} else := {}
+
+selector_name_check(name, labels) := {
+	"requirement": "cluster-name-label",
+	"label": data.io.k8s.federation.placement.cluster_name_label,
+	"value": labels[data.io.k8s.federation.placement.cluster_name_label],
+	"required": name,
+	"ok": true,
+} if {
+	labels[data.io.k8s.federation.placement.cluster_name_label] == name
+} else := {
+	"requirement": "cluster-name-label",
+	"label": data.io.k8s.federation.placement.cluster_name_label,
+	"value": labels[data.io.k8s.federation.placement.cluster_name_label],
+	"required": name,
+	"ok": false,
+	"note": "names another cluster: the policy cannot select this one",
+} if {
+	is_string(labels[data.io.k8s.federation.placement.cluster_name_label])
+} else := {
+	"requirement": "cluster-name-label",
+	"label": data.io.k8s.federation.placement.cluster_name_label,
+	"value": "",
+	"required": name,
+	"ok": false,
+	"note": "label missing: the policy cannot select this cluster",
+}
+
+selector_labels(cluster) := l if {
+	l := cluster.metadata.labels
+	is_object(l)
+} else := {}
+
+selector_developer_checks(name, labels) := [c |
+	some i, r in data.io.k8s.federation.placement.developer_selector
+	c := object.union(
+		{
+			"requirement": "cluster-selector",
+			"label": r.key,
+			"value": object.get(labels, r.key, ""),
+			"required": trim_space(trim_prefix(data.io.k8s.federation.placement.developer_selector_texts[i], r.key)),
+			"ok": data.io.k8s.federation.placement.developer_selector_matches[name][i],
+		},
+		selector_absent_note(r, labels),
+	)
+]
+
+selector_absent_note(r, labels) := {} if {
+	r.key in object.keys(labels)
+} else := {"note": "label absent"}
+
+selector_summary := sprintf("%s: %d of %d clusters eligible (selectable through label %s)%s", [
+	data.io.k8s.federation.placement.requirements_text,
+	count(data.io.k8s.federation.placement.selector_eligible),
+	count(selector_clusters),
+	data.io.k8s.federation.placement.cluster_name_label,
+	selector_developer_summary,
+])
+
+selector_developer_summary := sprintf("; the developer's cluster selector admits %d of them", [
+	count(data.io.k8s.federation.placement.selector_admitted),
+]) if {
+	count(data.io.k8s.federation.placement.developer_selector) > 0
 } else := ""

@@ -127,3 +127,99 @@ test_odd_cluster_data_is_tolerated if {
 	check(packs.placement.clusters.c, "pci-compliance-level").value == "0"
 	count(packs.placement.clusters) == 2
 }
+
+# -- kinds placed through the cluster selector -----------------------------------------
+
+name_label := "fedplace.io/cluster-name"
+
+selector_key := "federation.alpha.kubernetes.io/cluster-selector"
+
+# Every cluster but aws-eu-west-1-odd carries the name label.
+named_clusters := object.union(clusters, {name: {"metadata": {"labels": {name_label: name}}} |
+	some name, _ in clusters
+	name != "aws-eu-west-1-odd"
+})
+
+deployment(annotations) := {
+	"apiVersion": "apps/v1",
+	"kind": "Deployment",
+	"metadata": {"name": "web", "namespace": "default", "annotations": annotations},
+}
+
+test_a_deployment_is_explained_with_the_name_label if {
+	packs := explain.packs with input as deployment({eu_key: "true", pci_key: "2"}) with data.kubernetes.clusters as named_clusters
+	doc := packs.placement
+	doc.applies == true
+	[r.name | some r in doc.requirements] == ["eu-jurisdiction", "pci-compliance-level", "cluster-name-label"]
+	gce := doc.clusters["gce-europe-west1"]
+	check(gce, "cluster-name-label") == {"requirement": "cluster-name-label", "label": name_label, "value": "gce-europe-west1", "required": "gce-europe-west1", "ok": true}
+	gce.eligible == true
+	gce.selected == true
+	odd := doc.clusters["aws-eu-west-1-odd"]
+	check(odd, "cluster-name-label").ok == false
+	check(odd, "cluster-name-label").note == "label missing: the policy cannot select this cluster"
+	odd.eligible == false
+	contains(doc.summary, "2 of 5 clusters eligible (selectable through label fedplace.io/cluster-name)")
+}
+
+test_a_label_naming_another_cluster_says_so if {
+	impostor := json.patch(named_clusters, [{"op": "replace", "path": "/azure-westeurope/metadata/labels/fedplace.io~1cluster-name", "value": "gce-europe-west1"}])
+	packs := explain.packs with input as deployment({pci_key: "3"}) with data.kubernetes.clusters as impostor
+	c := check(packs.placement.clusters["azure-westeurope"], "cluster-name-label")
+	c.ok == false
+	c.value == "gce-europe-west1"
+	c.note == "names another cluster: the policy cannot select this one"
+}
+
+test_the_developer_selector_is_checked_per_cluster if {
+	mine := json.marshal([{"key": "pci-compliance-level", "operator": "Gt", "values": ["2"]}, {"key": "tier", "operator": "DoesNotExist"}])
+	packs := explain.packs with input as deployment({eu_key: "true", selector_key: mine}) with data.kubernetes.clusters as named_clusters
+	doc := packs.placement
+	[r.name | some r in doc.requirements] == ["eu-jurisdiction", "cluster-name-label", "cluster-selector"]
+	azure := doc.clusters["azure-westeurope"]
+	[c | some c in azure.checks; c.requirement == "cluster-selector"] == [
+		{"requirement": "cluster-selector", "label": "pci-compliance-level", "value": "3", "required": `Gt ["2"]`, "ok": true},
+		{"requirement": "cluster-selector", "label": "tier", "value": "", "required": "DoesNotExist", "ok": true, "note": "label absent"},
+	]
+	azure.requested == true
+	azure.selected == true
+	gce := doc.clusters["gce-europe-west1"]
+	gce.requested == false
+	gce.eligible == true
+	gce.selected == false
+	contains(doc.summary, "the developer's cluster selector admits 1 of them")
+}
+
+test_the_selector_explanation_agrees_with_the_decision if {
+	every annotations in [
+		{eu_key: "true"},
+		{pci_key: "3"},
+		{eu_key: "true", pci_key: "2", selector_key: json.marshal([{"key": name_label, "operator": "NotIn", "values": ["azure-westeurope"]}])},
+		{pci_key: "1", selector_key: json.marshal([{"key": "pci-compliance-level", "operator": "Lt", "values": ["3"]}])},
+	] {
+		packs := explain.packs with input as deployment(annotations) with data.kubernetes.clusters as named_clusters
+		decision := admission with input as deployment(annotations) with data.kubernetes.clusters as named_clusters
+		selected := {name | some name, entry in packs.placement.clusters; entry.selected}
+		named := {v | some r in decision.annotations[selector_key]; r.key == name_label; some v in r.values}
+		admitted := data.io.k8s.federation.placement.matching_clusters(decision.annotations[selector_key]) with data.kubernetes.clusters as named_clusters
+		selected == named & admitted
+	}
+}
+
+test_unconstrained_deployment if {
+	packs := explain.packs with input as deployment({"team": "web"}) with data.kubernetes.clusters as named_clusters
+	packs.placement.applies == true
+	packs.placement.clusters == {}
+}
+
+test_other_kinds_name_the_selector_kinds if {
+	packs := explain.packs with input as {"kind": "Pod", "metadata": {}} with data.kubernetes.clusters as clusters
+	contains(packs.placement.summary, "and the kinds ConfigMap, DaemonSet, Deployment, Ingress, Job, Secret, Service, StatefulSet through the cluster selector")
+}
+
+test_malformed_settings_are_named if {
+	packs := explain.packs with input as {"kind": "Pod", "metadata": {}} with data.kubernetes.clusters as clusters
+		with data.io.k8s.federation.placement.settings.selector_kinds as 5
+	contains(packs.placement.summary, "its settings are malformed")
+	packs.placement.applies == false
+}

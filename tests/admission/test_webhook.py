@@ -190,6 +190,38 @@ annotations := {
     assert patched_object(bare, await h.admit(bare))["metadata"]["annotations"]["team"] == "platform"
 
 
+SEES_SECRET_CONTENT = """
+errors contains "OPA saw the Secret's data" if input.data
+errors contains "OPA saw the Secret's stringData" if input.stringData
+errors contains "OPA saw kubectl's last-applied copy" if {
+    input.metadata.annotations["kubectl.kubernetes.io/last-applied-configuration"]
+}
+annotations := {"seen-type": input.type, "seen-team": input.metadata.annotations.team} if input.kind == "Secret"
+"""
+
+
+async def test_a_secrets_content_never_reaches_opa(harness: Harness) -> None:
+    """OPA decides on a Secret's metadata and type only (common/secrets.py): the policy above
+    would deny had it seen any of the content; the patch still applies to the whole object."""
+    h = harness
+    await h.put_policy(SEES_SECRET_CONTENT)
+    await h.add_policy_configmap()
+    secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+              "metadata": {"name": "card-keys", "namespace": "default", "annotations": {
+                  "team": "pay", "kubectl.kubernetes.io/last-applied-configuration": '{"data":{"k":"czNjcjN0"}}'}},
+              "data": {"k": base64.b64encode(b"s3cr3t").decode()}, "stringData": {"pin": "0000"}}
+    resp = await h.admit(secret)
+    patched = patched_object(secret, resp)
+    assert patched["metadata"]["annotations"]["seen-type"] == "Opaque"
+    assert patched["metadata"]["annotations"]["seen-team"] == "pay"
+    assert patched["data"] == secret["data"] and patched["stringData"] == {"pin": "0000"}  # untouched
+    # Another kind's fields of those names are the object's own and do go to OPA.
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"},
+          "data": {"k": "v"}}
+    denied = await h.admit(cm)
+    assert denied["allowed"] is False and "OPA saw the Secret's data" in denied["status"]["message"]
+
+
 async def test_errors_deny_listing_every_error_with_aggregated_events(harness: Harness, kube_namespace: str) -> None:
     h = harness
     await h.put_policy("""

@@ -143,14 +143,30 @@ def test_annotations_only_policy_binds_the_sync_account_to_annotations(annotatio
     sa = pod_spec(annotations_only.get("Deployment", "opa", NS))["serviceAccountName"]
     (cond,) = policy["spec"]["matchConditions"]
     assert cond["expression"] == f"request.userInfo.username == 'system:serviceaccount:{NS}:{sa}'"
-    rules = policy["spec"]["matchConstraints"]["resourceRules"]
-    assert rules == [{"apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["replicasets"],
-                      "operations": ["UPDATE"]}]
-    checked = " ".join(v["expression"] for v in policy["spec"]["validations"])
-    for field in ("object.spec == oldObject.spec", "labels", "ownerReferences", "finalizers"):
-        assert field in checked
-    assert "annotations" not in checked
-    assert policy["spec"]["failurePolicy"] == "Fail"
+    # Every remediated kind (--remediate-resource) is matched, by exactly one policy.
+    remediated = {(r.group, r.plural) for r in sync_config(annotations_only).remediator.resources}
+    matched: list[tuple[str, str]] = []
+    for name, fields in (("fedplace-remediator-annotations-only", ("object.spec == oldObject.spec",)),
+                         ("fedplace-remediator-annotations-only-configmaps", ("object.data", "object.binaryData",
+                                                                               "object.immutable")),
+                         ("fedplace-remediator-annotations-only-secrets", ("object.data", "object.stringData",
+                                                                            "object.type", "object.immutable"))):
+        policy = annotations_only.get("ValidatingAdmissionPolicy", name)
+        binding = annotations_only.get("ValidatingAdmissionPolicyBinding", name)
+        for o in (policy, binding):
+            kubernetes_validate.validate(o, "1.30", strict=True)
+        assert binding["spec"]["policyName"] == name and binding["spec"]["validationActions"] == ["Deny"]
+        (cond,) = policy["spec"]["matchConditions"]
+        assert cond["expression"] == f"request.userInfo.username == 'system:serviceaccount:{NS}:{sa}'"
+        for rule in policy["spec"]["matchConstraints"]["resourceRules"]:
+            assert rule["operations"] == ["UPDATE"] and rule["apiVersions"] == ["v1"]
+            matched += [(g, r) for g in rule["apiGroups"] for r in rule["resources"]]
+        checked = " ".join(v["expression"] for v in policy["spec"]["validations"])
+        for field in (*fields, "labels", "ownerReferences", "finalizers"):
+            assert field in checked, (name, field)
+        assert "annotations" not in checked
+        assert policy["spec"]["failurePolicy"] == "Fail"
+    assert sorted(matched) == sorted(remediated) and len(matched) == len(set(matched))
 
 
 # -- 13: the operations guide --------------------------------------------------------------------------------

@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from typing import Any
 
 __all__ = [
-    "EU_KEY", "PCI_KEY", "PREFS_KEY", "RAISING", "SOURCE_KEY", "admission_input", "cluster", "placement_data",
+    "EU_KEY", "PCI_KEY", "PREFS_KEY", "RAISING", "SELECTOR_KEY", "SOURCE_KEY", "admission_input", "cluster", "placement_data",
     "pod_bearing_input", "remediation_case",
 ]
 
@@ -40,6 +41,9 @@ PCI_KEY = "policy.federation.alpha.kubernetes.io/pci-compliance-level"
 PREFS_KEY = "federation.kubernetes.io/replica-set-preferences"
 SOURCE_KEY = "fedplace.io/replica-set-preferences-source"
 PCI_LABEL = "pci-compliance-level"
+SELECTOR_KEY = "federation.alpha.kubernetes.io/cluster-selector"
+SELECTOR_SOURCE_KEY = "fedplace.io/cluster-selector-source"
+NAME_LABEL = "fedplace.io/cluster-name"
 
 CLUSTER_NAMES = [
     "gce-europe-west1", "aws-eu-central-1", "azure-westeurope", "gce-us-central1", "aws-eu-west-1", "eu", "europe",
@@ -68,7 +72,15 @@ RAISING: dict[str, list[str]] = {
                 '{"clusters": [{"weight": 1}, {}]}'],
     PCI_KEY: ["1" + "0" * 400],
 }
-KINDS = ["Deployment", "ConfigMap", "Pod", "replicaset", "ReplicaSetList", "", "StatefulSet"]
+KINDS = ["Deployment", "ConfigMap", "Pod", "replicaset", "ReplicaSetList", "", "StatefulSet", "Secret", "Deployment",
+         "ConfigMap", "Secret", "Service"]
+SELECTOR_KEYS = [NAME_LABEL, PCI_LABEL, "tier", "example.com/zone", "Bad Key", "", "a/b/c"]
+SELECTOR_OPERATORS = ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "in", "==", "", "Equals"]
+SELECTOR_VALUES = ["gold", "", "2", "007", "-1", "abc", "1" + "0" * 15, "-bad-", "x" * 64, "ü"]
+ODD_SELECTORS = ["[]", "{}", "null", "5", '"str"', "[5]", "[null]", '[{"key": "tier"}]',
+                 '[{"key": "tier", "operator": "In", "values": "gold"}]',
+                 '[{"key": "tier", "operator": "In", "values": [1]}]',
+                 '[{"key": "tier", "operator": "Exists", "values": null}]']
 NAMES = ["nginx", "web-1", "ünïcødé", "名前", "a" * 253, "0", "x.y", "🚀"]
 NAMESPACES = ["default", "shop", "kube-system", "名前空間", "ns-ü"]
 
@@ -97,6 +109,39 @@ def _preferences(rng: random.Random, names: list[str]) -> str:
                       sort_keys=rng.random() < 0.5)
 
 
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+
+
+def _selector(rng: random.Random, names: list[str]) -> str:
+    """A cluster-selector annotation: mostly well formed requirements over cluster labels
+    (names through the name label among them), sometimes malformed or odd."""
+    roll = rng.random()
+    if roll < 0.1:
+        return rng.choice(MALFORMED_JSON)
+    if roll < 0.2:
+        return rng.choice(ODD_SELECTORS)
+    reqs: list[dict[str, Any]] = []
+    for _ in range(rng.randint(0, 3)):
+        key = rng.choice(SELECTOR_KEYS) if rng.random() < 0.3 else rng.choice([NAME_LABEL, PCI_LABEL, "tier"])
+        op = rng.choice(SELECTOR_OPERATORS) if rng.random() < 0.2 else rng.choice(SELECTOR_OPERATORS[:6])
+        req: dict[str, Any] = {"key": key, "operator": op}
+        if op in ("Gt", "Lt"):
+            values = [rng.choice(["0", "1", "2", "3", "02"])] if rng.random() < 0.8 else \
+                rng.sample(SELECTOR_VALUES, rng.randint(0, 2))
+        elif key == NAME_LABEL:
+            pool = [n for n in names + CLUSTER_NAMES[:4] if rng.random() < 0.1 or _LABEL_VALUE.fullmatch(n)]
+            values = rng.sample(pool, rng.randint(0, min(3, len(pool))))
+        elif op in ("Exists", "DoesNotExist") and rng.random() < 0.8:
+            values = []
+        else:
+            values = rng.sample(SELECTOR_VALUES, rng.randint(0, 2)) if rng.random() < 0.3 else \
+                rng.sample(["gold", "silver", "1", "3"], rng.randint(1, 2))
+        if values or rng.random() < 0.5:
+            req["values"] = values
+        reqs.append(req)
+    return json.dumps(reqs, ensure_ascii=rng.random() < 0.5)
+
+
 def _annotations(rng: random.Random, names: list[str], hostile: float) -> dict[str, str]:
     """Annotations of a generated object: constraint, preference and unrelated keys, each maybe absent.
 
@@ -123,6 +168,10 @@ def _annotations(rng: random.Random, names: list[str], hostile: float) -> dict[s
         out[SOURCE_KEY] = rng.choice(SOURCE_VALUES)
     if rng.random() < 0.3:
         out["team"] = rng.choice(["web", "", "ü"])
+    if rng.random() < 0.4:
+        out[SELECTOR_KEY] = _selector(rng, names)
+    if rng.random() < 0.3:
+        out[SELECTOR_SOURCE_KEY] = rng.choice(SOURCE_VALUES)
     return out
 
 
@@ -130,7 +179,7 @@ def admission_input(rng: random.Random, names: list[str], *, hostile: float = 0.
                     namespace: str | None = None, name: str | None = None) -> dict[str, Any]:
     """An object as the webhook sends it to OPA; ``names`` are cluster names preferences may mention."""
     obj: dict[str, Any] = {"apiVersion": rng.choice(["apps/v1", "v1", "extensions/v1beta1"])}
-    kind = kind if kind is not None else ("ReplicaSet" if rng.random() < 0.75 else rng.choice(KINDS))
+    kind = kind if kind is not None else ("ReplicaSet" if rng.random() < 0.6 else rng.choice(KINDS))
     if kind or rng.random() < 0.5:
         obj["kind"] = kind
     if rng.random() < 0.03 and name is None:
@@ -163,6 +212,8 @@ def cluster(rng: random.Random, name: str) -> dict[str, Any]:
             metadata["labels"] = {PCI_LABEL: rng.choice(PCI_LABELS), "tier": rng.choice(["gold", ""])}
         elif roll < 0.85:
             metadata["labels"] = {"tier": "x"}
+        if "labels" in metadata and rng.random() < 0.7:  # how the cluster selector names a cluster
+            metadata["labels"][NAME_LABEL] = name if rng.random() < 0.9 else rng.choice(CLUSTER_NAMES)
         obj["metadata"] = metadata
     roll = rng.random()
     if roll < 0.85:

@@ -36,6 +36,30 @@ def test_strip_removes_noise_only():
     assert strip(clean) is clean  # nothing to strip: no copy
 
 
+def test_strip_drops_the_content_of_secrets_only():
+    secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+              "metadata": {"name": "s", "namespace": "x", "annotations": {LAST_APPLIED: '{"data": {"k": "c2VjcmV0"}}',
+                                                                          "keep": "1"}, "managedFields": [{}]},
+              "data": {"k": "c2VjcmV0"}, "stringData": {"p": "secret"}, "immutable": True}
+    out = strip(secret)
+    assert out == {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "immutable": True,
+                   "metadata": {"name": "s", "namespace": "x", "annotations": {"keep": "1"}}}
+    assert secret["data"] == {"k": "c2VjcmV0"} and secret["stringData"] == {"p": "secret"}  # input untouched
+    assert "secret" not in json.dumps(out) and "c2VjcmV0" not in json.dumps(out)
+    bare = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "b"}, "data": {"k": "dg=="}}
+    assert strip(bare) == {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "b"}}
+    empty = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "e"}, "type": "Opaque"}
+    assert strip(empty) is empty  # nothing to strip: no copy
+    # Other kinds keep their data: ConfigMaps, and a custom resource that happens to be called Secret.
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": "v"}}
+    assert strip(cm) is cm
+    custom = {"apiVersion": "example.com/v1", "kind": "Secret", "metadata": {"name": "c"}, "data": {"k": "v"}}
+    assert strip(custom) is custom
+    assert layout(Resource("", "v1", "secrets", True), [secret])["x"]["s"] == out
+    ops = batch_ops(Resource("", "v1", "secrets", True), [("ADDED", secret)])
+    assert ops == [{"op": "add", "path": "/x/s", "value": out}]
+
+
 def test_layout_namespaced_cluster_scoped_and_ignored():
     objs = [{"metadata": {"name": "a", "namespace": "x"}}, {"metadata": {"name": "b", "namespace": "y"}},
             {"metadata": {"name": "c", "namespace": "x", "managedFields": []}}]

@@ -1,0 +1,377 @@
+# Placement of every other federated kind through the federation's cluster
+# selector (Rego v1). ReplicaSets keep replica-set-preferences (lib.rego).
+#
+# The annotation federation.alpha.kubernetes.io/cluster-selector holds a JSON
+# list of requirements {"key", "operator", "values"} matched against the
+# labels of the Cluster objects, all ANDed, with Kubernetes label-selector
+# semantics (operators In, NotIn, Exists, DoesNotExist, Gt, Lt; NotIn and
+# DoesNotExist match a cluster without the label; Gt and Lt need the label to
+# be an integer). See docs/policies.md, "Other kinds: the cluster selector".
+#
+# The format matches labels only, never cluster names, so the policy names the
+# clusters it allows through an identifying label (setting cluster_name_label,
+# default fedplace.io/cluster-name, whose value must be the cluster's name): a
+# cluster without it cannot be selected and is not eligible for these kinds.
+#
+# Settings (optional module, package io.k8s.federation.placement.settings;
+# docs/policies.md shows one):
+#   selector_kinds      the kinds placed through the cluster selector (default
+#                       Deployment, StatefulSet, DaemonSet, Job, ConfigMap,
+#                       Secret, Service, Ingress); never ReplicaSet
+#   cluster_name_label  the label naming a cluster (default fedplace.io/cluster-name)
+# A malformed setting denies every object asking for placement whose kind is
+# not ReplicaSet, naming the setting: never a silent default.
+#
+# This file's name sorts after lib.rego on purpose: opa-kube-sync loads a
+# ConfigMap's keys in order, and this module calls lib.rego's functions.
+package io.k8s.federation.placement
+
+selector_key := "federation.alpha.kubernetes.io/cluster-selector"
+
+# Who wrote the cluster-name requirements of the selector: "policy" (ignored
+# and recomputed by the next decision) or "developer" (kept, restricted to the
+# eligible clusters). Same semantics as source_key for replica-set-preferences.
+selector_source_key := "fedplace.io/cluster-selector-source"
+
+selector_operators := {"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"}
+
+# Label keys and values as Kubernetes validates them (a qualified name; a value
+# of at most 63 characters, alphanumeric at both ends). Constants a function
+# reads are defined above that function: the devstack engine (regorus) takes a
+# rule defined further down as undefined when the function is called from
+# another package (the decision), which OPA does not.
+label_key_pattern := `^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
+
+label_value_pattern := `^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
+
+default_selector_kinds := ["Deployment", "StatefulSet", "DaemonSet", "Job", "ConfigMap", "Secret", "Service", "Ingress"]
+
+default_cluster_name_label := "fedplace.io/cluster-name"
+
+settings_module := "module io.k8s.federation.placement.settings"
+
+# -- settings ---------------------------------------------------------------------
+
+selector_kinds := v if {
+	v := data.io.k8s.federation.placement.settings.selector_kinds
+} else := default_selector_kinds
+
+cluster_name_label := v if {
+	v := data.io.k8s.federation.placement.settings.cluster_name_label
+} else := default_cluster_name_label
+
+selector_kinds_collection := v if {
+	v := selector_kinds
+	is_array(v)
+} else := v if {
+	v := selector_kinds
+	is_set(v)
+}
+
+settings_errors contains msg if {
+	not selector_kinds_collection
+	msg := sprintf("placement setting selector_kinds must be a list of kinds, got %s (%s)", [type_name(selector_kinds), settings_module])
+}
+
+settings_errors contains msg if {
+	some kind in selector_kinds_collection
+	not valid_kind(kind)
+	msg := sprintf("placement setting selector_kinds: %s is not a kind (%s)", [json.marshal(kind), settings_module])
+}
+
+settings_errors contains msg if {
+	"ReplicaSet" in selector_kinds_collection
+	msg := sprintf("placement setting selector_kinds must not name ReplicaSet, placed through %s (%s)", [preferences_key, settings_module])
+}
+
+settings_errors contains msg if {
+	not valid_label_key(cluster_name_label)
+	msg := sprintf("placement setting cluster_name_label must be a label key (optional DNS prefix and /, then at most 63 of A-Z a-z 0-9 - _ .), got %s (%s)", [json.marshal(cluster_name_label), settings_module])
+}
+
+valid_kind(k) if {
+	is_string(k)
+	regex.match(`^[A-Z][A-Za-z0-9]*$`, k)
+}
+
+# -- which objects ------------------------------------------------------------------
+
+# The object's kind is placed through the cluster selector (settings sound).
+selector_kind if {
+	count(settings_errors) == 0
+	is_string(input.kind)
+	input.kind in selector_kinds_collection
+}
+
+# The object carries a placement constraint annotation, whatever its kind.
+asks_placement if eu_required
+
+asks_placement if pci_required
+
+selector_constrained if {
+	selector_kind
+	asks_placement
+}
+
+# -- the format ---------------------------------------------------------------------
+
+valid_label_key(k) if {
+	is_string(k)
+	regex.match(label_key_pattern, k)
+	key_parts := split(k, "/")
+	key_name := key_parts[count(key_parts) - 1]
+	count(key_name) <= 63
+	count(k) - count(key_name) <= 254
+}
+
+valid_label_value(v) if {
+	is_string(v)
+	count(v) <= 63
+	regex.match(label_value_pattern, v)
+}
+
+selector_raw := requested[selector_key]
+
+selector_document := json.unmarshal(selector_raw) if {
+	is_string(selector_raw)
+	json.is_valid(selector_raw)
+}
+
+selector_errors contains msg if {
+	not is_string(selector_raw)
+	msg := sprintf("annotation %s must be a string, got %s", [selector_key, type_name(selector_raw)])
+}
+
+selector_errors contains msg if {
+	is_string(selector_raw)
+	not json.is_valid(selector_raw)
+	msg := sprintf("annotation %s is not valid JSON", [selector_key])
+}
+
+selector_errors contains msg if {
+	doc := selector_document
+	not is_array(doc)
+	msg := sprintf("annotation %s must be a JSON list of requirements {\"key\", \"operator\", \"values\"}, got %s", [selector_key, type_name(doc)])
+}
+
+selector_errors contains msg if {
+	doc := selector_document
+	is_array(doc)
+	some i, r in doc
+	problem := requirement_problem(r)
+	problem != ""
+	msg := sprintf("annotation %s: requirement %d%s: %s", [selector_key, i + 1, requirement_key_text(r), problem])
+}
+
+requirement_key_text(r) := sprintf(" (key %s)", [json.marshal(r.key)]) if {
+	is_object(r)
+	is_string(r.key)
+} else := ""
+
+# The values of a well-formed requirement (absent or null: none).
+requirement_values(r) := v if {
+	v := r.values
+	is_array(v)
+} else := []
+
+values_malformed(r) if {
+	v := object.get(r, "values", null)
+	v != null
+	not is_array(v)
+}
+
+values_malformed(r) if {
+	v := object.get(r, "values", null)
+	is_array(v)
+	some x in v
+	not is_string(x)
+}
+
+# What is wrong with one requirement, as labels.NewRequirement refuses it
+# ("" when nothing is).
+requirement_problem(r) := sprintf("must be an object {\"key\", \"operator\", \"values\"}, got %s", [type_name(r)]) if {
+	not is_object(r)
+} else := sprintf("key must be a label key (optional DNS prefix and /, then at most 63 of A-Z a-z 0-9 - _ .), got %s", [json.marshal(object.get(r, "key", null))]) if {
+	not valid_label_key(object.get(r, "key", null))
+} else := sprintf("operator must be one of DoesNotExist, Exists, Gt, In, Lt, NotIn, got %s", [json.marshal(object.get(r, "operator", null))]) if {
+	not object.get(r, "operator", null) in selector_operators
+} else := "values must be a list of strings" if {
+	values_malformed(r)
+} else := sprintf("operator %s needs at least one value", [r.operator]) if {
+	r.operator in {"In", "NotIn"}
+	count(requirement_values(r)) == 0
+} else := sprintf("operator %s takes no values, got %d", [r.operator, count(requirement_values(r))]) if {
+	r.operator in {"Exists", "DoesNotExist"}
+	count(requirement_values(r)) > 0
+} else := sprintf("operator %s needs exactly one value, got %d", [r.operator, count(requirement_values(r))]) if {
+	r.operator in {"Gt", "Lt"}
+	count(requirement_values(r)) != 1
+} else := sprintf("operator %s needs a whole number (at most 15 digits), got %s", [r.operator, json.marshal(requirement_values(r)[0])]) if {
+	r.operator in {"Gt", "Lt"}
+	not whole_number(requirement_values(r)[0])
+} else := sprintf("value %s is not a label value (at most 63 of A-Z a-z 0-9 - _ ., alphanumeric at both ends)", [json.marshal(bad[0])]) if {
+	bad := [v | some v in requirement_values(r); not valid_label_value(v)]
+	count(bad) > 0
+} else := ""
+
+# The developer's requirements in one normal form (key, operator, values only
+# when the operator takes them): the decision writes them back as they are
+# here, so a second decision reads back what the first wrote.
+selector_requirements := [normal_requirement(r) | some r in selector_document] if {
+	is_array(selector_document)
+	count(selector_errors) == 0
+} else := []
+
+normal_requirement(r) := {"key": r.key, "operator": r.operator, "values": requirement_values(r)} if {
+	r.operator in {"In", "NotIn", "Gt", "Lt"}
+} else := {"key": r.key, "operator": r.operator}
+
+# -- matching -------------------------------------------------------------------------
+
+cluster_labels(cluster) := l if {
+	l := cluster.metadata.labels
+	is_object(l)
+} else := {}
+
+# Kubernetes label-selector semantics for one (well-formed) requirement.
+requirement_matches(r, labels) := true if {
+	r.operator == "In"
+	labels[r.key] in r.values
+} else := true if {
+	r.operator == "NotIn"
+	not object.get(labels, r.key, null) in r.values
+} else := true if {
+	r.operator == "Exists"
+	r.key in object.keys(labels)
+} else := true if {
+	r.operator == "DoesNotExist"
+	not r.key in object.keys(labels)
+} else := true if {
+	r.operator == "Gt"
+	value := labels[r.key]
+	whole_number(value)
+	number(value) > number(r.values[0])
+} else := true if {
+	r.operator == "Lt"
+	value := labels[r.key]
+	whole_number(value)
+	number(value) < number(r.values[0])
+} else := false
+
+# The replicated clusters a list of requirements admits (all of them ANDed);
+# no requirement admits every cluster.
+matching_clusters(reqs) := object.keys(clusters) if {
+	count(reqs) == 0
+	is_object(clusters)
+} else := {name |
+	some name, cluster in clusters
+	labels := cluster_labels(cluster)
+	every r in reqs {
+		requirement_matches(r, labels)
+	}
+}
+
+# -- the decision's parts ----------------------------------------------------------------
+
+# The rules below that pass over the clusters are guarded by selector_kind /
+# selector_constrained: the devstack engine (regorus) evaluates every rule of a
+# package it reads, so unguarded they would cost every ReplicaSet decision.
+
+# Clusters the policy can name: labelled with cluster_name_label = their name.
+selectable_clusters contains name if {
+	selector_kind
+	some name, cluster in clusters
+	cluster_labels(cluster)[cluster_name_label] == name
+}
+
+selector_eligible := eligible_clusters & selectable_clusters
+
+# D: the developer's requirements on other labels, kept as they are.
+developer_requirements := [r | some r in selector_requirements; r.key != cluster_name_label]
+
+# N: requirements on the name label. Written by the policy (source "policy"):
+# ignored and recomputed; otherwise the developer's, narrowing the choice.
+name_requirements := [r | some r in selector_requirements; r.key == cluster_name_label]
+
+selector_policy_written if requested[selector_source_key] == "policy"
+
+developer_name_requirements := name_requirements if {
+	not selector_policy_written
+} else := []
+
+developer_selector := array.concat(developer_requirements, developer_name_requirements)
+
+# Eligible clusters the developer's whole selector admits: none is a contradiction.
+selector_admitted := matching_clusters(developer_selector) & selector_eligible if selector_constrained
+
+# The clusters the decision names: eligible, and admitted by the developer's N.
+selector_allowed := matching_clusters(developer_name_requirements) & selector_eligible if selector_constrained
+
+selector_placeable if {
+	count(selector_errors) == 0
+	count(selector_admitted) > 0
+}
+
+selector := array.concat(developer_requirements, [{
+	"key": cluster_name_label,
+	"operator": "In",
+	"values": sort(selector_allowed),
+}]) if selector_constrained
+
+selector_source := "developer" if count(developer_name_requirements) > 0
+
+else := "policy"
+
+# -- messages -----------------------------------------------------------------------------
+
+# Clusters that meet the requirements but carry no (or a wrong) name label.
+unselectable_eligible := eligible_clusters - selectable_clusters if selector_constrained
+
+unselectable_text := sprintf("; %s not selectable, the label %s missing or not the cluster's name", [
+	concat(", ", sort(unselectable_eligible)),
+	cluster_name_label,
+]) if {
+	count(unselectable_eligible) > 0
+} else := ""
+
+requirement_text(r) := sprintf("%s %s %s", [r.key, r.operator, json.marshal(r.values)]) if {
+	r.values
+} else := sprintf("%s %s", [r.key, r.operator])
+
+names_text(s) := concat(", ", sort(s)) if count(s) > 0
+
+else := "none"
+
+selector_contradiction_text := msg if {
+	selector_constrained
+	msg := sprintf(
+		"%s admits none of the clusters the placement policy allows: [%s] admits %s; eligible: %s (%s)",
+		[
+			selector_key,
+			concat(", ", [requirement_text(r) | some r in developer_selector]),
+			names_text(matching_clusters(developer_selector)),
+			names_text(selector_eligible),
+			requirements_text,
+		],
+	)
+}
+
+# -- for the explanation (placement_explain.rego) ------------------------------------------
+#
+# Rules, not functions: placement_explain.rego sorts before this file, and a
+# module calling a function of a module not loaded yet fails to compile.
+
+# The developer's selector, each requirement as text.
+developer_selector_texts := [requirement_text(r) | some r in developer_selector]
+
+# Per replicated cluster, whether it meets each developer requirement (in order).
+developer_selector_matches := {name: [requirement_matches(r, cluster_labels(cluster)) | some r in developer_selector] |
+	selector_constrained
+	some name, cluster in clusters
+}
+
+# The clusters the developer's whole selector admits, and those its
+# requirements on other labels admit.
+developer_selector_admits := matching_clusters(developer_selector) if selector_constrained
+
+developer_requirements_admit := matching_clusters(developer_requirements) if selector_constrained

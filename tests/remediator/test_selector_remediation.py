@@ -1,0 +1,134 @@
+"""The remediator re-places Deployments (placed through the cluster selector,
+issue 18) after a cluster's PCI downgrade, as it does ReplicaSets
+(tests/remediator/test_remediator.py): only the affected objects are patched,
+the developer's own annotations are kept, and a second pass is idle.
+
+The remediator runs in-process with an :class:`ApiObjectSource`; OPA holds the
+placement policy (lib.rego, selector.rego, placement.rego), the remediation
+library, and a mirror of the Deployments and clusters written through OPA's
+data API (what opa-kube-sync does in production).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from common.kube_client import Resource, kube_json
+from common.opa_client import OpaClient, OpaSettings
+from remediator.config import RemediatorSettings
+from remediator.remediator import ApiObjectSource, Remediator
+from sync import replicated_root
+from tests.fixtures.kube import ScratchNamespaces
+
+ROOT = Path(__file__).resolve().parents[2]
+SELECTOR = "federation.alpha.kubernetes.io/cluster-selector"
+SOURCE = "fedplace.io/cluster-selector-source"
+NAME_LABEL = "fedplace.io/cluster-name"
+PCI = "policy.federation.alpha.kubernetes.io/pci-compliance-level"
+DEPLOY = Resource("apps", "v1", "deployments", True)
+NS = "shop"
+
+CLUSTERS = {
+    "eu-a": {"metadata": {"name": "eu-a", "labels": {"pci-compliance-level": "3", NAME_LABEL: "eu-a"}},
+             "status": {"region": "europe-west1"}},
+    "eu-b": {"metadata": {"name": "eu-b", "labels": {"pci-compliance-level": "1", NAME_LABEL: "eu-b"}},
+             "status": {"region": "eu-west-1"}},
+}
+
+
+def deploy_body(name: str, annotations: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": NS, "annotations": annotations},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
+
+
+async def load_policies(opa) -> None:
+    status, body = await opa.request("PUT", "/v1/policies/" + replicated_root.POLICY_ID, data=replicated_root.render())
+    assert status == 200, body
+    for path in ("policies/federation/lib.rego", "policies/federation/selector.rego",
+                 "policies/federation/placement.rego", "policies/lib/remediation.rego"):
+        status, body = await opa.request("PUT", "/v1/policies/test/" + path, data=(ROOT / path).read_text())
+        assert status == 200, body
+
+
+async def mirror(api, opa, clusters: dict[str, Any]) -> None:
+    """Put the API server's Deployments and ``clusters`` into OPA, as the sync would."""
+    doc = await kube_json(api, "GET", DEPLOY.collection_path())
+    layout: dict[str, dict[str, Any]] = {}
+    for item in doc["items"]:
+        item.setdefault("kind", "Deployment")  # list items omit it; the sync's informer restores it
+        item.setdefault("apiVersion", "apps/v1")
+        layout.setdefault(item["metadata"]["namespace"], {})[item["metadata"]["name"]] = item
+    assert (await opa.request("PUT", "/v1/data/kubernetes/deployments", json_body=layout))[0] == 204
+    assert (await opa.request("PUT", "/v1/data/kubernetes/clusters", json_body=clusters))[0] == 204
+
+
+async def annotations_of(api, name: str) -> dict[str, str]:
+    obj = await kube_json(api, "GET", DEPLOY.object_path(name, NS))
+    return obj["metadata"].get("annotations") or {}
+
+
+def selected(annotations: dict[str, str]) -> list[str]:
+    (named,) = [r for r in json.loads(annotations[SELECTOR]) if r["key"] == NAME_LABEL]
+    return named["values"]
+
+
+@pytest.fixture(autouse=True)
+def fresh_namespace(kube_namespaces: ScratchNamespaces, monkeypatch: pytest.MonkeyPatch) -> None:
+    kube_namespaces.rebind(monkeypatch, globals(), NS="shop")
+
+
+@pytest.fixture
+async def world(kube, kube_api, opa):
+    """Namespace, policies, three Deployments (two constrained), mirrored into OPA."""
+    await kube_json(kube_api, "POST", "/api/v1/namespaces",
+                    body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    await load_policies(opa)
+    await kube_json(kube_api, "POST", DEPLOY.collection_path(NS), body=deploy_body("pci2", {PCI: "2"}))
+    await kube_json(kube_api, "POST", DEPLOY.collection_path(NS), body=deploy_body("pci1", {PCI: "1"}))
+    await kube_json(kube_api, "POST", DEPLOY.collection_path(NS), body=deploy_body("free", {"team": "web"}))
+    await mirror(kube_api, opa, CLUSTERS)
+    return kube_api
+
+
+async def test_a_deployment_is_re_placed_after_a_pci_downgrade_and_others_are_not_patched(world, opa):
+    api = world
+    settings = RemediatorSettings(mode="enforce", resources=[DEPLOY], leader_election=False, debounce=0.0,
+                                  max_fraction=1.0)
+    client = OpaClient(OpaSettings(url=opa.url, token=opa.token))
+    source = ApiObjectSource(api, [DEPLOY])
+    rem = Remediator(settings, api, client, source, ready=lambda: True)
+    try:
+        await source.load()
+        first = await rem.run_pass()
+        assert first.patched == 2 and first.failed == 0
+        assert selected(await annotations_of(api, "pci2")) == ["eu-a"]
+        assert selected(await annotations_of(api, "pci1")) == ["eu-a", "eu-b"]
+        assert (await annotations_of(api, "pci1"))[SOURCE] == "policy"
+        assert await annotations_of(api, "free") == {"team": "web"}
+
+        downgraded = json.loads(json.dumps(CLUSTERS))
+        downgraded["eu-b"]["metadata"]["labels"]["pci-compliance-level"] = "0"
+        await mirror(api, opa, downgraded)
+        await source.load()
+        pci2_before = await kube_json(api, "GET", DEPLOY.object_path("pci2", NS))
+        second = await rem.run_pass()
+        assert second.patched == 1 and second.in_sync == 1
+        assert selected(await annotations_of(api, "pci1")) == ["eu-a"]
+        pci2_after = await kube_json(api, "GET", DEPLOY.object_path("pci2", NS))
+        assert pci2_after["metadata"]["resourceVersion"] == pci2_before["metadata"]["resourceVersion"]
+        assert (await annotations_of(api, "pci1"))[PCI] == "1"  # the developer's own annotation kept
+        assert (await annotations_of(api, "free")) == {"team": "web"}
+
+        await mirror(api, opa, downgraded)
+        await source.load()
+        third = await rem.run_pass()
+        assert third.patched == 0 and third.in_sync == 2
+    finally:
+        await client.close()
