@@ -44,6 +44,8 @@ RS_INPUT = {"input": {"apiVersion": "apps/v1", "kind": "ReplicaSet",
                       "metadata": {"name": "web", "namespace": "shop", "annotations": {
                           "policy.federation.alpha.kubernetes.io/eu-jurisdiction-required": "true",
                           "policy.federation.alpha.kubernetes.io/pci-compliance-level": "2"}}}}
+# The same constraints on a Deployment: placed through the cluster selector (issue 18).
+DEPLOY_INPUT = {"input": {**RS_INPUT["input"], "kind": "Deployment"}}
 
 
 def replicaset(i: int, gen: int = 0) -> dict[str, Any]:
@@ -63,7 +65,8 @@ def replicaset(i: int, gen: int = 0) -> dict[str, Any]:
 
 def objects(n: int) -> dict[str, Any]:
     """n objects: a tenth are Clusters, the rest ReplicaSets across 20 namespaces."""
-    clusters = {f"c{i}": {"metadata": {"name": f"c{i}", "labels": {"pci-compliance-level": str(i % 4)}},
+    clusters = {f"c{i}": {"metadata": {"name": f"c{i}", "labels": {"pci-compliance-level": str(i % 4),
+                                                                     "fedplace.io/cluster-name": f"c{i}"}},
                           "status": {"region": "europe-west1" if i % 2 else "us-east1"}}
                 for i in range(max(1, n // 10))}
     rs: dict[str, Any] = {}
@@ -81,7 +84,7 @@ async def timed(session: aiohttp.ClientSession, method: str, url: str, **kw: Any
 
 
 async def load(s: aiohttp.ClientSession, url: str, n: int) -> None:
-    for name in ("placement.rego", "lib.rego"):
+    for name in ("lib.rego", "selector.rego", "placement.rego"):
         src = (ROOT / "policies/federation" / name).read_text()
         async with s.put(f"{url}/v1/policies/bench/{name}", data=src) as r:
             assert r.status == 200, await r.text()
@@ -138,7 +141,8 @@ async def run(args: argparse.Namespace) -> None:
                     for n in (10, 1_000, 10_000):
                         await load(s, engine.url, n)
                         lat = [await timed(s, "POST", engine.url + QUERY, json=RS_INPUT) for _ in range(queries)]
-                        rows.append((n, lat))
+                        dep = [await timed(s, "POST", engine.url + QUERY, json=DEPLOY_INPUT) for _ in range(queries)]
+                        rows.append((n, lat, dep))
                     n = 10_000
                     inc = await interleaved(s, engine.url, 300, n)
                     t = time.perf_counter()
@@ -163,10 +167,11 @@ async def run(args: argparse.Namespace) -> None:
     what = "external OPA" if external else f"fedplace-engine, {args.evaluator} evaluator"
     print(f"### {what} — placement policy, {queries} sequential queries per size, over HTTP\n")
     print(f"{described}\n")
-    print("| objects (clusters) | query p50 (ms) | query p99 (ms) |")
-    print("|---:|---:|---:|")
-    for n, lat in rows:
-        print(f"| {n:,} ({max(1, n // 10):,}) | {statistics.median(lat):.2f} | {pct(lat, 99):.2f} |")
+    print("| objects (clusters) | ReplicaSet query p50 (ms) | p99 (ms) | Deployment (cluster selector) p50 (ms) | p99 (ms) |")
+    print("|---:|---:|---:|---:|---:|")
+    for n, lat, dep in rows:
+        print(f"| {n:,} ({max(1, n // 10):,}) | {statistics.median(lat):.2f} | {pct(lat, 99):.2f} "
+              f"| {statistics.median(dep):.2f} | {pct(dep, 99):.2f} |")
     print("\n### Single-object writes interleaved with queries at 10,000 objects\n")
     print("Each round: one PUT, the query right after it, the same query again (no write in between).\n")
     print("| engine | write | PUT p50 / p99 (ms) | query after the write p50 / p99 (ms) "

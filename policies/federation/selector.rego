@@ -277,14 +277,13 @@ matching_clusters(reqs) := object.keys(clusters) if {
 # selector_constrained: the devstack engine (regorus) evaluates every rule of a
 # package it reads, so unguarded they would cost every ReplicaSet decision.
 
-# Clusters the policy can name: labelled with cluster_name_label = their name.
-selectable_clusters contains name if {
+# Eligible clusters the policy can name: labelled with cluster_name_label = their
+# name. One pass over the eligible clusters only, not over all of them.
+selector_eligible contains name if {
 	selector_kind
-	some name, cluster in clusters
-	cluster_labels(cluster)[cluster_name_label] == name
+	some name in eligible_clusters
+	cluster_labels(clusters[name])[cluster_name_label] == name
 }
-
-selector_eligible := eligible_clusters & selectable_clusters
 
 # D: the developer's requirements on other labels, kept as they are.
 developer_requirements := [r | some r in selector_requirements; r.key != cluster_name_label]
@@ -325,7 +324,7 @@ else := "policy"
 # -- messages -----------------------------------------------------------------------------
 
 # Clusters that meet the requirements but carry no (or a wrong) name label.
-unselectable_eligible := eligible_clusters - selectable_clusters if selector_constrained
+unselectable_eligible := eligible_clusters - selector_eligible if selector_constrained
 
 unselectable_text := sprintf("; %s not selectable, the label %s missing or not the cluster's name", [
 	concat(", ", sort(unselectable_eligible)),

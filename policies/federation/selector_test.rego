@@ -84,7 +84,8 @@ test_replicasets_keep_replica_set_preferences if {
 }
 
 test_unselectable_clusters_are_not_eligible if {
-	placement.selectable_clusters == {"gce-europe-west1", "aws-eu-central-1", "azure-westeurope", "gce-us-central1"} with data.kubernetes.clusters as clusters
+	# Without requirements every cluster is eligible; only the four named by their label are selectable.
+	placement.selector_eligible == {"gce-europe-west1", "aws-eu-central-1", "azure-westeurope", "gce-us-central1"} with data.kubernetes.clusters as clusters
 		with input as deployment({})
 	d := decide(deployment({eu_key: "true", pci_key: "3"}))
 	d.annotations[selector_key] == [name_in(["aws-eu-central-1"])]
