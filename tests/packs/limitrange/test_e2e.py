@@ -14,26 +14,20 @@ a LimitRange edited in the API server changes the next decision.
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import time
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 import pytest
-import trustme
 from kubernetes_asyncio import client
 
-from admission.config import config_from_mapping
-from admission.webhook import Webhook
 from common.kube_client import KubeApiError, kube_json
-from sync.app import SyncApp
-from sync.config import parse_args
 from tests.fixtures.kube import ScratchNamespaces
+from tests.fixtures.stack import rules, webhook_stack
 from tests.packs.limitrange.conftest import pack_configmaps
 from tests.packs.limitrange.reference import container, item, lr
 
-MWC_PATH = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 STATUS = "fedplace.io/policy-status"
 
 
@@ -68,60 +62,18 @@ async def system(opa: Any, kube: Any, kube_api: client.ApiClient, kube_namespace
     """The sync, the TLS webhook registered with the API server, placement policies loaded."""
     policy_ns = await kube_namespaces.create("lr-e2e-policy")
     app_ns = await kube_namespaces.create("lr-e2e-shop")
-    sync = SyncApp(parse_args([
-        "--opa-url", opa.url + "/v1", *(["--opa-token-file", str(_token_file(tmp_path, opa.token))]
-                                        if opa.token else []),
-        "--kubeconfig", str(kube.kubeconfig), "--listen", "127.0.0.1:0", "--opa-check-interval", "0.2",
-        "--replicate", "v1/limitranges", "--replicate", "apps/v1/replicasets", "--policy-namespace", policy_ns]))
-    ca = trustme.CA()
-    cert = ca.issue_cert("127.0.0.1", "localhost")
-    cert.cert_chain_pems[0].write_to_path(str(tmp_path / "tls.crt"))
-    cert.private_key_pem.write_to_path(str(tmp_path / "tls.key"))
-    hook = Webhook(config_from_mapping({
-        "listen": "127.0.0.1:0", "policy_namespace": policy_ns,
-        "tls": {"cert_file": str(tmp_path / "tls.crt"), "private_key_file": str(tmp_path / "tls.key")},
-        "opa": {"url": opa.url, "timeout": 5.0, **({"token": opa.token} if opa.token else {})}, "deadline": 10.0,
-    }), api=kube_api)
-    name = f"fedplace-limitrange-{app_ns}"
     configmaps = pack_configmaps()
-    await sync.start()
-    await hook.start()
-    try:
-        await hook.wait_synced()
-        await kube_json(kube_api, "POST", MWC_PATH, body={
-            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-            "metadata": {"name": name},
-            "webhooks": [{
-                "name": "placement.fedplace.io",
-                "clientConfig": {"url": hook.url + "/mutate",
-                                 "caBundle": base64.b64encode(ca.cert_pem.bytes()).decode()},
-                "rules": [{"apiGroups": group, "apiVersions": ["v1"], "resources": resources,
-                           "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}
-                          for group, resources in ((["apps"], ["replicasets", "deployments", "statefulsets",
-                                                                 "daemonsets"]),
-                                                       ([""], ["pods"]), (["batch"], ["jobs", "cronjobs"]))],
-                "failurePolicy": "Fail", "sideEffects": "None", "timeoutSeconds": 10,
-                "admissionReviewVersions": ["v1"],
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": app_ns}},
-            }]})
+    async with webhook_stack(
+            opa, kube, kube_api, tmp_path, name=f"fedplace-limitrange-{app_ns}", policy_ns=policy_ns,
+            sync_flags=["--replicate", "v1/limitranges", "--replicate", "apps/v1/replicasets"],
+            webhook_rules=rules(("apps", ["replicasets", "deployments", "statefulsets", "daemonsets"]),
+                                ("", ["pods"]), ("batch", ["jobs", "cronjobs"])),
+            namespaces=[app_ns]) as stack:
         for cm in ("fedplace-lib", "fedplace-federation"):
             await put_configmap(kube_api, policy_ns, cm, configmaps[cm])
             await eventually(lambda cm=cm: loaded(kube_api, policy_ns, cm), what=f"{cm} to load")
-        await eventually(lambda: _true(sync.is_ready()), what="the sync to be ready")
+        await eventually(lambda: _true(stack.sync.is_ready()), what="the sync to be ready")
         yield {"api": kube_api, "opa": opa, "policy_ns": policy_ns, "ns": app_ns, "configmaps": configmaps}
-    finally:
-        try:
-            await kube_json(kube_api, "DELETE", f"{MWC_PATH}/{name}")
-        except KubeApiError:
-            pass
-        await hook.stop()
-        await sync.stop()
-
-
-def _token_file(tmp_path: Path, token: str) -> Path:
-    path = tmp_path / "opa.token"
-    path.write_text(token)
-    return path
 
 
 async def _true(value: bool) -> bool:

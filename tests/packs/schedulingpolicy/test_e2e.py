@@ -9,7 +9,6 @@ policies and RBAC are the deploy component's own files.
 
 from __future__ import annotations
 
-import base64
 import json
 import uuid
 from dataclasses import dataclass
@@ -17,21 +16,17 @@ from pathlib import Path
 from typing import Any, AsyncIterator
 
 import pytest
-import trustme
 import yaml
 
-from admission.webhook import Webhook
 from common.kube_client import KubeApiError, Resource, kube_json
 from devstack.schedulingpolicy import COMPONENT, SYNC_FLAGS, component, pack_sources
-from sync.app import SyncApp
-from sync.config import parse_args
 from sync.policies import STATUS_ANNOTATION
-from tests.admission.conftest import eventually, make_config
+from tests.admission.conftest import eventually
 from tests.fixtures.kube import ScratchNamespaces
+from tests.fixtures.stack import rules, webhook_stack
 from tests.packs.schedulingpolicy.helpers import (GROUP, POD_SPEC_PATH, ROOT, binding, pod_spec_of, policy,
                                                   use_role, workload)
 
-MWC_PATH = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 SP = Resource(GROUP, "v1alpha1", "schedulingpolicies", False)
 PLURAL = {"Pod": "pods", "ReplicaSet": "replicasets", "Deployment": "deployments", "StatefulSet": "statefulsets",
@@ -126,56 +121,25 @@ async def stack(opa: Any, kube: Any, kube_api: Any, kube_namespaces: ScratchName
     await kube_json(kube_api, "POST", CRD_PATH, body=crd)
     await eventually(lambda: _served(kube_api), 10, "the SchedulingPolicy CRD to be served")
 
-    sync = SyncApp(parse_args([
-        "--opa-url", opa.url + "/v1", "--kubeconfig", str(kube.kubeconfig), "--listen", "127.0.0.1:0",
-        "--opa-check-interval", "0.2", "--policy-namespace", policy_ns, *SYNC_FLAGS]))  # the component's flags
-    await sync.start()
-
-    ca = trustme.CA()
-    cert = ca.issue_cert("127.0.0.1", "localhost")
-    crt, key = tmp_path / "tls.crt", tmp_path / "tls.key"
-    cert.cert_chain_pems[0].write_to_path(str(crt))
-    cert.private_key_pem.write_to_path(str(key))
-    hook = Webhook(make_config(opa.url, opa.token, policy_ns, tls={"cert_file": str(crt), "private_key_file": str(key)}),
-                   api=kube_api)
-    await hook.start()
-    mwc = f"fedplace-sp-{uuid.uuid4().hex[:8]}"
+    _, rule = yaml.safe_load((COMPONENT / "webhook-rule.yaml").read_text())  # the component's rule, after its `test`
     try:
-        await hook.wait_synced()
-        _, rule = yaml.safe_load((COMPONENT / "webhook-rule.yaml").read_text())  # the component's rule, after its `test`
-        await kube_json(kube_api, "POST", MWC_PATH, body={
-            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-            "metadata": {"name": mwc},
-            "webhooks": [{
-                "name": "placement.federation.fedplace.io",
-                "clientConfig": {"url": hook.url + "/mutate", "caBundle": base64.b64encode(ca.cert_pem.bytes()).decode()},
-                "rules": [
-                    {"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "scope": "Namespaced",
-                     "resources": ["replicasets", "deployments", "statefulsets", "daemonsets"]},
-                    {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE", "UPDATE"],
-                     "scope": "Namespaced"},
-                    {"apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["jobs", "cronjobs"],
-                     "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"},
-                    rule["value"],
-                ],
-                "failurePolicy": "Fail", "sideEffects": "None", "timeoutSeconds": 10, "admissionReviewVersions": ["v1"],
-                # only this test's namespaces (cluster-scoped objects are always sent)
-                "namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In",
-                                                            "values": [ns]}]},
-            }]})
-        for cm in pack_configmaps():
-            await kube_json(kube_api, "POST", f"/api/v1/namespaces/{policy_ns}/configmaps", body=cm)
-        await eventually(s.policies_loaded, 20, "the pack's ConfigMaps to load (fedplace.io/policy-status ok)")
-        await eventually(lambda: _true(sync.is_ready()), 15, "the sync to be ready")
-        yield s
+        async with webhook_stack(
+                opa, kube, kube_api, tmp_path, name=f"fedplace-sp-{uuid.uuid4().hex[:8]}", policy_ns=policy_ns,
+                sync_flags=SYNC_FLAGS,  # the component's flags
+                webhook_rules=[*rules(("apps", ["replicasets", "deployments", "statefulsets", "daemonsets"]),
+                                      ("", ["pods"]), ("batch", ["jobs", "cronjobs"])), rule["value"]],
+                namespaces=[ns], webhook_name="placement.federation.fedplace.io") as stack:
+            for cm in pack_configmaps():
+                await kube_json(kube_api, "POST", f"/api/v1/namespaces/{policy_ns}/configmaps", body=cm)
+            await eventually(s.policies_loaded, 20, "the pack's ConfigMaps to load (fedplace.io/policy-status ok)")
+            await eventually(lambda: _true(stack.sync.is_ready()), 15, "the sync to be ready")
+            yield s
     finally:
-        for path in [f"{MWC_PATH}/{mwc}", *reversed(s.created), f"{CRD_PATH}/{crd['metadata']['name']}"]:
+        for path in [*reversed(s.created), f"{CRD_PATH}/{crd['metadata']['name']}"]:
             try:
                 await kube_json(kube_api, "DELETE", path)
             except KubeApiError:
                 pass
-        await hook.stop()
-        await sync.stop()
 
 
 async def _served(api: Any) -> bool:
