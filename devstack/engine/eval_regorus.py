@@ -39,6 +39,10 @@ class RegorusEvaluator(MirrorEvaluator):
         self.reuse = reuse
         self._with_input: Any = None  # (generation, engine): the clone queries with input run on
 
+    def mark_stale(self) -> None:
+        self._with_input = None  # holds a copy of the old data: let it go with the mirror's engine
+        super().mark_stale()
+
     def _input_engine(self, engine: Any) -> Any:
         """The engine for a query with input: a clone of the mirror's ``engine``, reused while
         the mirror's generation stays the same (a fresh one per query without ``reuse``)."""
@@ -54,6 +58,7 @@ class RegorusEvaluator(MirrorEvaluator):
 
     def commit(self, modules: Mapping[str, rego.Module], compiled: Any) -> None:
         self.modules = modules
+        self._with_input = None
         self.mirror.set_template(compiled, tuple({m.package for m in modules.values()}))
 
     def evaluate(self, tree: dict[str, Any], paths: Sequence[Path], input_doc: Any) -> list[Any]:
