@@ -13,22 +13,19 @@ from the Cluster CRD in production, tested in tests/sync), each labelled
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
-import time
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any, AsyncIterator
 
 import pytest
 from kubernetes_asyncio import client
 
 from common.kube_client import KubeApiError, kube_json
 from tests.fixtures.kube import ScratchNamespaces
-from tests.fixtures.stack import rules, webhook_stack
+from tests.fixtures.stack import eventually, policy_loaded, rules, webhook_stack
 from tests.packs.limitrange.conftest import pack_configmaps
 
-STATUS = "fedplace.io/policy-status"
 SELECTOR = "federation.alpha.kubernetes.io/cluster-selector"
 SOURCE = "fedplace.io/cluster-selector-source"
 NAME_LABEL = "fedplace.io/cluster-name"
@@ -48,26 +45,6 @@ CLUSTERS = {
     "gce-us-central1": cluster("gce-us-central1", "us-central1", "3"),
     "aws-eu-west-1": cluster("aws-eu-west-1", "eu-west-1", "3", named=False),  # not selectable
 }
-
-
-async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 20.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            value = await check()
-        except KubeApiError:
-            value = None
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.05)
-
-
-async def loaded(api: client.ApiClient, namespace: str, name: str) -> bool:
-    cm = await kube_json(api, "GET", f"/api/v1/namespaces/{namespace}/configmaps/{name}")
-    status = ((cm.get("metadata") or {}).get("annotations") or {}).get(STATUS)
-    return bool(status) and json.loads(status).get("status") == "ok"
 
 
 async def _true(value: bool) -> bool:
@@ -90,7 +67,7 @@ async def system(opa: Any, kube: Any, kube_api: client.ApiClient, kube_namespace
         for cm in ("fedplace-lib", "fedplace-federation"):
             await kube_json(kube_api, "POST", f"/api/v1/namespaces/{policy_ns}/configmaps", body={
                 "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": cm}, "data": configmaps[cm]})
-            await eventually(lambda cm=cm: loaded(kube_api, policy_ns, cm), what=f"{cm} to load")
+            await eventually(lambda cm=cm: policy_loaded(kube_api, policy_ns, cm), what=f"{cm} to load")
         await eventually(lambda: _true(stack.sync.is_ready()), what="the sync to be ready")
         status, body = await opa.request("PUT", "/v1/data/kubernetes/clusters", json_body=CLUSTERS)
         assert status == 204, body

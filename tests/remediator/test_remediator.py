@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 from aiohttp import web
 
@@ -22,11 +20,10 @@ from common.kube_client import Resource, kube_json
 from common.opa_client import OpaClient, OpaSettings
 from remediator.config import RemediatorSettings
 from remediator.remediator import ApiObjectSource, Remediator
-from sync import replicated_root
 from tests.fixtures.kube import ScratchNamespaces
+from tests.remediator import workloads
 from tests.metrics import metric
 
-ROOT = Path(__file__).resolve().parents[2]
 PREFS = "federation.kubernetes.io/replica-set-preferences"
 PCI = "policy.federation.alpha.kubernetes.io/pci-compliance-level"
 RS = Resource("apps", "v1", "replicasets", True)
@@ -39,37 +36,22 @@ CLUSTERS = {
 
 
 def rs_body(name: str, annotations: dict[str, str]) -> dict[str, Any]:
-    return {"apiVersion": "apps/v1", "kind": "ReplicaSet",
-            "metadata": {"name": name, "namespace": NS, "annotations": annotations},
-            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
-                     "template": {"metadata": {"labels": {"app": name}},
-                                  "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
+    return workloads.workload("ReplicaSet", name, NS, annotations)
 
 
 async def load_policies(opa) -> None:
     """The placement policy and the remediation library, with the root module the sync generates."""
-    status, body = await opa.request("PUT", "/v1/policies/" + replicated_root.POLICY_ID, data=replicated_root.render())
-    assert status == 200, body
-    for path in ("policies/federation/placement.rego", "policies/federation/lib.rego", "policies/lib/remediation.rego"):
-        status, body = await opa.request("PUT", "/v1/policies/test/" + path, data=(ROOT / path).read_text())
-        assert status == 200, body
+    await workloads.load_policies(opa, ("policies/federation/placement.rego", "policies/federation/lib.rego",
+                                    "policies/lib/remediation.rego"))
 
 
 async def mirror(api, opa, clusters: dict[str, Any]) -> None:
     """Put the API server's ReplicaSets and ``clusters`` into OPA, as the sync would."""
-    doc = await kube_json(api, "GET", RS.collection_path())
-    layout: dict[str, dict[str, Any]] = {}
-    for item in doc["items"]:
-        item.setdefault("kind", "ReplicaSet")  # list items omit it; the sync's informer restores it
-        item.setdefault("apiVersion", "apps/v1")
-        layout.setdefault(item["metadata"]["namespace"], {})[item["metadata"]["name"]] = item
-    assert (await opa.request("PUT", "/v1/data/kubernetes/replicasets", json_body=layout))[0] == 204
-    assert (await opa.request("PUT", "/v1/data/kubernetes/clusters", json_body=clusters))[0] == 204
+    await workloads.mirror(api, opa, RS, "ReplicaSet", clusters)
 
 
 async def annotations_of(api, name: str) -> dict[str, str]:
-    obj = await kube_json(api, "GET", RS.object_path(name, NS))
-    return obj["metadata"].get("annotations") or {}
+    return await workloads.annotations_of(api, RS, NS, name)
 
 
 @pytest.fixture(autouse=True)

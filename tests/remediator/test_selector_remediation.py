@@ -12,7 +12,6 @@ data API (what opa-kube-sync does in production).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,10 +20,9 @@ from common.kube_client import Resource, kube_json
 from common.opa_client import OpaClient, OpaSettings
 from remediator.config import RemediatorSettings
 from remediator.remediator import ApiObjectSource, Remediator
-from sync import replicated_root
 from tests.fixtures.kube import ScratchNamespaces
+from tests.remediator import workloads
 
-ROOT = Path(__file__).resolve().parents[2]
 SELECTOR = "federation.alpha.kubernetes.io/cluster-selector"
 SOURCE = "fedplace.io/cluster-selector-source"
 NAME_LABEL = "fedplace.io/cluster-name"
@@ -41,37 +39,21 @@ CLUSTERS = {
 
 
 def deploy_body(name: str, annotations: dict[str, str]) -> dict[str, Any]:
-    return {"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": name, "namespace": NS, "annotations": annotations},
-            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
-                     "template": {"metadata": {"labels": {"app": name}},
-                                  "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
+    return workloads.workload("Deployment", name, NS, annotations)
 
 
 async def load_policies(opa) -> None:
-    status, body = await opa.request("PUT", "/v1/policies/" + replicated_root.POLICY_ID, data=replicated_root.render())
-    assert status == 200, body
-    for path in ("policies/federation/lib.rego", "policies/federation/selector.rego",
-                 "policies/federation/placement.rego", "policies/lib/remediation.rego"):
-        status, body = await opa.request("PUT", "/v1/policies/test/" + path, data=(ROOT / path).read_text())
-        assert status == 200, body
+    await workloads.load_policies(opa, ("policies/federation/lib.rego", "policies/federation/selector.rego",
+                                    "policies/federation/placement.rego", "policies/lib/remediation.rego"))
 
 
 async def mirror(api, opa, clusters: dict[str, Any]) -> None:
     """Put the API server's Deployments and ``clusters`` into OPA, as the sync would."""
-    doc = await kube_json(api, "GET", DEPLOY.collection_path())
-    layout: dict[str, dict[str, Any]] = {}
-    for item in doc["items"]:
-        item.setdefault("kind", "Deployment")  # list items omit it; the sync's informer restores it
-        item.setdefault("apiVersion", "apps/v1")
-        layout.setdefault(item["metadata"]["namespace"], {})[item["metadata"]["name"]] = item
-    assert (await opa.request("PUT", "/v1/data/kubernetes/deployments", json_body=layout))[0] == 204
-    assert (await opa.request("PUT", "/v1/data/kubernetes/clusters", json_body=clusters))[0] == 204
+    await workloads.mirror(api, opa, DEPLOY, "Deployment", clusters)
 
 
 async def annotations_of(api, name: str) -> dict[str, str]:
-    obj = await kube_json(api, "GET", DEPLOY.object_path(name, NS))
-    return obj["metadata"].get("annotations") or {}
+    return await workloads.annotations_of(api, DEPLOY, NS, name)
 
 
 def selected(annotations: dict[str, str]) -> list[str]:

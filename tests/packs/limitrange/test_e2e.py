@@ -13,47 +13,23 @@ a LimitRange edited in the API server changes the next decision.
 
 from __future__ import annotations
 
-import asyncio
-import json
-import time
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any, AsyncIterator
 
 import pytest
 from kubernetes_asyncio import client
 
 from common.kube_client import KubeApiError, kube_json
 from tests.fixtures.kube import ScratchNamespaces
-from tests.fixtures.stack import rules, webhook_stack
+from tests.fixtures.stack import eventually, policy_loaded, rules, webhook_stack
 from tests.packs.limitrange.conftest import pack_configmaps
 from tests.packs.limitrange.reference import container, item, lr
 
-STATUS = "fedplace.io/policy-status"
-
-
-async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 20.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            value = await check()
-        except KubeApiError:
-            value = None
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 async def put_configmap(api: client.ApiClient, namespace: str, name: str, data: dict[str, str]) -> None:
     await kube_json(api, "POST", f"/api/v1/namespaces/{namespace}/configmaps", body={
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data})
-
-
-async def loaded(api: client.ApiClient, namespace: str, name: str) -> bool:
-    cm = await kube_json(api, "GET", f"/api/v1/namespaces/{namespace}/configmaps/{name}")
-    status = ((cm.get("metadata") or {}).get("annotations") or {}).get(STATUS)
-    return bool(status) and json.loads(status).get("status") == "ok"
 
 
 @pytest.fixture
@@ -71,7 +47,7 @@ async def system(opa: Any, kube: Any, kube_api: client.ApiClient, kube_namespace
             namespaces=[app_ns]) as stack:
         for cm in ("fedplace-lib", "fedplace-federation"):
             await put_configmap(kube_api, policy_ns, cm, configmaps[cm])
-            await eventually(lambda cm=cm: loaded(kube_api, policy_ns, cm), what=f"{cm} to load")
+            await eventually(lambda cm=cm: policy_loaded(kube_api, policy_ns, cm), what=f"{cm} to load")
         await eventually(lambda: _true(stack.sync.is_ready()), what="the sync to be ready")
         yield {"api": kube_api, "opa": opa, "policy_ns": policy_ns, "ns": app_ns, "configmaps": configmaps}
 
@@ -105,7 +81,7 @@ async def test_limitranges_enforced_through_the_api_server(system: dict[str, Any
     assert "resources" not in before["spec"]["template"]["spec"]["containers"][0]
 
     await put_configmap(api, system["policy_ns"], "fedplace-limitrange", system["configmaps"]["fedplace-limitrange"])
-    await eventually(lambda: loaded(api, system["policy_ns"], "fedplace-limitrange"), what="the pack to load")
+    await eventually(lambda: policy_loaded(api, system["policy_ns"], "fedplace-limitrange"), what="the pack to load")
 
     rs = await kube_json(api, "POST", f"/apis/apps/v1/namespaces/{ns}/replicasets",
                          body=replicaset("web", ns, container("app")))
