@@ -64,13 +64,8 @@ def fresh_namespace(kube_namespaces: ScratchNamespaces, monkeypatch: pytest.Monk
 @pytest.fixture
 async def world(kube, kube_api, opa):
     """Namespace, policies, three ReplicaSets (two constrained), mirrored into OPA."""
-    await kube_json(kube_api, "POST", "/api/v1/namespaces",
-                    body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     await load_policies(opa)
-    await kube_json(kube_api, "POST", RS.collection_path(NS), body=rs_body("pci2", {PCI: "2"}))
-    await kube_json(kube_api, "POST", RS.collection_path(NS), body=rs_body("pci1", {PCI: "1"}))
-    await kube_json(kube_api, "POST", RS.collection_path(NS), body=rs_body("free", {"team": "web"}))
-    await mirror(kube_api, opa, CLUSTERS)
+    await workloads.seed(kube_api, opa, RS, "ReplicaSet", NS, CLUSTERS)
     return kube_api
 
 

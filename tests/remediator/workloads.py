@@ -13,6 +13,7 @@ from common.kube_client import Resource, kube_json
 from sync import replicated_root
 
 ROOT = Path(__file__).resolve().parents[2]
+PCI = "policy.federation.alpha.kubernetes.io/pci-compliance-level"
 
 
 def workload(kind: str, name: str, namespace: str, annotations: dict[str, str]) -> dict[str, Any]:
@@ -48,3 +49,14 @@ async def mirror(api: Any, opa: Any, resource: Resource, kind: str, clusters: di
 async def annotations_of(api: Any, resource: Resource, namespace: str, name: str) -> dict[str, str]:
     obj = await kube_json(api, "GET", resource.object_path(name, namespace))
     return obj["metadata"].get("annotations") or {}
+
+
+async def seed(api: Any, opa: Any, resource: Resource, kind: str, namespace: str, clusters: dict[str, Any]) -> None:
+    """Namespace ``namespace`` with three workloads — ``pci2`` and ``pci1`` asking for those PCI
+    levels, ``free`` asking nothing — and them and ``clusters`` mirrored into OPA."""
+    await kube_json(api, "POST", "/api/v1/namespaces",
+                    body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    for name, asked in (("pci2", {PCI: "2"}), ("pci1", {PCI: "1"}), ("free", {"team": "web"})):
+        await kube_json(api, "POST", resource.collection_path(namespace),
+                        body=workload(kind, name, namespace, asked))
+    await mirror(api, opa, resource, kind, clusters)
