@@ -345,7 +345,7 @@ class Remediator:
                     queries, query_seconds = queries + 1, query_seconds + time.monotonic() - sent
                     evaluated_at.update(dict.fromkeys(chunk, clock))
                     plan = plan_pass(notifications, self._live, total, 1.0)  # the guard is the pipeline's
-                    self._note_unsatisfiable(plan.unsatisfiable, list(chunk))
+                    self._note_unsatisfiable(plan.unsatisfiable, chunk)
                     self._report(plan)
                     if not pipeline.add(plan, len(chunk)):
                         break  # the guard tripped: the rest cannot change that
@@ -377,15 +377,12 @@ class Remediator:
                                                 "seconds": round(time.monotonic() - start, 3)})
             return result, evaluated_at
 
-    def _note_unsatisfiable(self, found: list[Notification], objects: list[tuple[str, str, str]] | None) -> None:
-        """Remember which objects a pass found unsatisfiable: a full pass replaces the record,
-        a targeted one updates the objects it covered."""
+    def _note_unsatisfiable(self, found: list[Notification], objects: Iterable[Key]) -> None:
+        """Remember which of ``objects`` (a chunk just evaluated) are unsatisfiable now; what
+        a full pass no longer finds at all is dropped at its end (:meth:`_run_pass`)."""
         now = time.time()
-        if objects is None:
-            self.unsatisfiable = {}
-        else:
-            for key in objects:
-                self.unsatisfiable.pop(key, None)
+        for key in objects:
+            self.unsatisfiable.pop(key, None)
         for n in found:
             self.unsatisfiable[(n.resource, n.namespace, n.name)] = {
                 "resource": n.resource, "namespace": n.namespace, "name": n.name, "errors": list(n.errors),
