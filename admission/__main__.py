@@ -7,7 +7,6 @@ message names the field), 1 when the server cannot start. With ``--workers N``
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sys
 from typing import Sequence
@@ -15,6 +14,7 @@ from typing import Sequence
 from admission.config import AdmissionConfig, ConfigError, load_config
 from admission.webhook import COMPONENT, Webhook
 from admission.workers import supervise
+from common.eventloop import run
 from common.logs import configure_logging
 from common.shutdown import stop_on_signals
 
@@ -43,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if config.workers > 1:
         return supervise(config)  # --workers: this process supervises, the workers serve
     try:
-        asyncio.run(serve(config))
+        run(serve(config), config.event_loop)
     except KeyboardInterrupt:
         return 0
     except Exception as exc:  # noqa: BLE001 - report startup failures in one line

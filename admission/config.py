@@ -26,6 +26,7 @@ File format (every key optional; YAML or JSON)::
     events: {burst: 10, refill_seconds: 10}
     log_level: info
     workers: 1                                # processes on the one port (SO_REUSEPORT)
+    event_loop: auto                          # uvloop when installed (it is a dependency), else asyncio
 
 The original proposal's format is accepted too: ``{"EnforceSchedulingPolicy":
 {"url": "<full decision URL>", "token": "…"}}``.
@@ -43,6 +44,7 @@ from common.config import only as _only
 from common.config import readable as _readable
 from common.config import section as _section
 from common.config import string as _string
+from common.eventloop import EVENT_LOOPS
 from common.retry import Backoff
 
 __all__ = [
@@ -109,6 +111,8 @@ class AdmissionConfig:
     log_level: str = "info"
     shutdown_timeout: float = 15.0
     workers: int = 1
+    # "auto" (uvloop when importable, else asyncio's own loop), "uvloop" or "asyncio".
+    event_loop: str = "auto"
     # Set for the processes of --workers: several listen on the one port (SO_REUSEPORT).
     reuse_port: bool = False
 
@@ -137,7 +141,7 @@ def _parse_listen(value: Any) -> tuple[str, int]:
 
 _TOP = ("listen", "tls", "kubeconfig", "policy_namespace", "opa", "deadline", "retry", "max_body_bytes",
         "max_json_depth", "read_timeout", "idle_timeout", "events", "log_level", "shutdown_timeout",
-        "workers", "EnforceSchedulingPolicy")
+        "workers", "event_loop", "EnforceSchedulingPolicy")
 
 
 def _from_proposal(doc: Mapping[str, Any]) -> dict[str, Any]:
@@ -208,6 +212,10 @@ def config_from_mapping(doc: Mapping[str, Any]) -> AdmissionConfig:
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
         raise ConfigError("workers", f"{workers!r}: must be an integer from 1 to {MAX_WORKERS}")
 
+    event_loop = doc.get("event_loop", AdmissionConfig.event_loop)
+    if event_loop not in EVENT_LOOPS:
+        raise ConfigError("event_loop", f"{event_loop!r}: expected one of {', '.join(EVENT_LOOPS)}")
+
     namespace = _string(doc, "policy_namespace", "policy_namespace", DEFAULT_POLICY_NAMESPACE)
     if not namespace:
         raise ConfigError("policy_namespace", "must not be empty")
@@ -229,6 +237,7 @@ def config_from_mapping(doc: Mapping[str, Any]) -> AdmissionConfig:
         log_level=log_level.lower(),
         shutdown_timeout=_number(doc, "shutdown_timeout", "shutdown_timeout", AdmissionConfig.shutdown_timeout),
         workers=workers,
+        event_loop=event_loop,
     )
 
 
@@ -256,6 +265,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-level", help="debug, info, warning, error (default info)")
     p.add_argument("--workers", type=int, help="processes serving the one port with SO_REUSEPORT (default 1; "
                                                 "for pods with more than one core)")
+    p.add_argument("--event-loop", choices=EVENT_LOOPS,
+                   help="auto (default: uvloop when installed, else asyncio), uvloop, asyncio")
     return p
 
 
@@ -274,6 +285,7 @@ _FLAG_TARGETS: dict[str, tuple[str, ...]] = {
     "deadline": ("deadline",),
     "log_level": ("log_level",),
     "workers": ("workers",),
+    "event_loop": ("event_loop",),
 }
 
 

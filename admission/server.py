@@ -84,6 +84,14 @@ async def read_bounded(request: web.Request, limit: int, timeout: float | None =
     framing is broken; :class:`ClientGone` when the client went away."""
     if request.content_length is not None and request.content_length > limit:
         raise BadReview(f"request body of {request.content_length} bytes exceeds the limit of {limit} bytes", 413)
+    content = request.content
+    if content.is_eof() and content.exception() is None:
+        # The whole body (decoded) is already here, as an AdmissionReview usually is when its head
+        # is read: nothing to wait for, so no timer to arm.
+        body = content.read_nowait()
+        if len(body) > limit:
+            raise BadReview(f"request body exceeds the limit of {limit} bytes", 413)
+        return body
     chunks: list[bytes] = []
     size = 0
     try:

@@ -25,6 +25,7 @@ from admission.policies import PolicyPresence
 from admission.server import build_app
 from admission.serving import listen
 from admission.tls import ReloadingTLS
+from common.eventloop import loop_name
 from common.events import EventRecorder
 from common.kube_client import new_api_client
 from common.opa_client import OpaClient, OpaSettings
@@ -109,7 +110,7 @@ class Webhook:
         log.info("admission webhook listening",
                  extra={"url": self.url, "tls": cfg.tls.enabled, "client_auth": bool(cfg.tls.client_ca_file),
                         "opa": cfg.opa.decision_url, "policy_namespace": cfg.policy_namespace,
-                        "deadline_s": cfg.deadline})
+                        "deadline_s": cfg.deadline, "event_loop": loop_name(asyncio.get_running_loop())})
 
     async def wait_synced(self, timeout: float = 10.0) -> None:
         """Wait for the policy informer's first list (tests, startup logs)."""

@@ -61,15 +61,14 @@ def _worker(config: AdmissionConfig, index: int) -> None:
     """A worker process: the whole webhook, until SIGTERM/SIGINT."""
     # Stopped before serving (the webhook installs its own handlers when it starts): exit quietly.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
-    import asyncio
-
     from admission.__main__ import serve
     from admission.webhook import COMPONENT
+    from common.eventloop import run
     from common.logs import configure_logging
 
     configure_logging(COMPONENT, config.log_level, fields={"worker": index})
     try:
-        asyncio.run(serve(config))
+        run(serve(config), config.event_loop)
     except KeyboardInterrupt:
         pass
     except Exception as exc:  # noqa: BLE001 - one line, as the single-process command

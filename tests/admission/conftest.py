@@ -21,6 +21,20 @@ from common.opa_client import OpaClient, OpaSettings
 from tests.fixtures.kube import ScratchNamespaces
 
 PACKAGE = "package io.k8s.federation.admission\n\n"
+
+# The webhook serves on uvloop when it is installed (common/eventloop.py), on asyncio's loop
+# otherwise: the tests that run it in this process run on both. (test_e2e and test_workers
+# start the command itself, which picks its loop as deployed.)
+IN_PROCESS_ON_BOTH_LOOPS = {"test_webhook.py", "test_hardening.py", "test_tls.py"}
+
+
+def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item
+                                  ) -> dict[str, Callable[[], asyncio.AbstractEventLoop]]:
+    if item.path.name not in IN_PROCESS_ON_BOTH_LOOPS:
+        return {"asyncio": asyncio.new_event_loop}
+    import uvloop
+
+    return {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
 POLICY_ID = "fedplace-tests/admission.rego"
 
 

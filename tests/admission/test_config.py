@@ -36,6 +36,7 @@ def test_defaults() -> None:
     assert cfg.opa.query_path == "io/k8s/federation/admission"
     assert cfg.deadline == 5.0
     assert cfg.max_body_bytes == 3 * 1024 * 1024
+    assert cfg.event_loop == "auto"
 
 
 def test_yaml_file_and_flags_override(tmp_path: Path) -> None:
@@ -50,15 +51,18 @@ opa:
 deadline: 4
 retry: {{initial: 0.1, max: 0.5}}
 log_level: debug
+event_loop: uvloop
 """)
+    assert load_config(["--config", path]).event_loop == "uvloop"
     cfg = load_config(["--config", path, "--deadline", "3", "--policy-namespace", "other",
-                       "--listen", "127.0.0.1:0"])
+                       "--listen", "127.0.0.1:0", "--event-loop", "asyncio"])
     assert cfg.listen_host == "127.0.0.1" and cfg.listen_port == 0
     assert cfg.policy_namespace == "other"
     assert cfg.deadline == 3.0
     assert cfg.opa.url == "http://opa:8181" and cfg.opa.token_file == token and cfg.opa.timeout == 1.5
     assert cfg.retry.initial == 0.1 and cfg.retry.maximum == 0.5
     assert cfg.log_level == "debug"
+    assert cfg.event_loop == "asyncio"
 
 
 def test_proposal_format(tmp_path: Path) -> None:
@@ -106,6 +110,8 @@ BAD = [
     ({"tls": {"client_ca_file": __file__}}, "tls.client_ca_file"),
     ({"tls": {"cert_file": "/nonexistent.crt", "private_key_file": __file__}}, "tls.cert_file"),
     ({"log_level": "loud"}, "log_level"),
+    ({"event_loop": "trio"}, "event_loop"),
+    ({"event_loop": None}, "event_loop"),
     ({"max_body_bytes": 10}, "max_body_bytes"),
     ({"events": {"burst": 0}}, "events.burst"),
     ({"surprise": 1}, "surprise"),

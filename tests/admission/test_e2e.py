@@ -121,4 +121,6 @@ async def test_the_command_serves_and_stops_on_sigterm_without_logging_the_token
     lines = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
     assert any(line.get("msg") == "admission decision" and line.get("outcome") == "fail_closed" for line in lines)
     assert any(line.get("msg") == "admission webhook stopped" for line in lines)
+    # as deployed: on uvloop (a dependency), with its own TLS transport (common/eventloop.py)
+    assert [line.get("event_loop") for line in lines if line.get("msg") == "admission webhook listening"] == ["uvloop"]
     assert token not in log

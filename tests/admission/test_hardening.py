@@ -90,6 +90,20 @@ async def test_gzip_content_encoding_with_a_body_that_is_not_gzip_is_400(harness
     assert status == 200 and doc["response"]["allowed"] is True
 
 
+@pytest.mark.parametrize("limit,pad", [(2048, 4096), (3 * 1024 * 1024, 3 * 1024 * 1024)], ids=["small", "3MiB"])
+async def test_a_gzip_body_larger_than_the_limit_once_decoded_is_413(harness: Harness, limit: int, pad: int) -> None:
+    """The limit is on the decoded body. A few KiB decoded arrive whole with the head (read
+    without arming a timer); 3 MiB decoded from a few KiB of gzip are read in pieces."""
+    await policies_on(harness)
+    hook = await harness.start_webhook(max_body_bytes=limit) if limit != 3 * 1024 * 1024 else harness.webhook
+    doc = review(replicaset())
+    doc["request"]["object"]["metadata"]["annotations"] = {"pad": " " * pad}
+    raw = gzip.compress(json.dumps(doc).encode())
+    assert len(raw) < min(limit, 64 * 1024)
+    status, answer = await harness.post(None, raw=raw, url=hook.url, headers={"Content-Encoding": "gzip"})
+    assert status == 413 and "exceeds the limit" in answer["error"], answer
+
+
 # -- 7: reading a request is bounded in time -----------------------------------------------------------------
 
 
