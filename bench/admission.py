@@ -1,7 +1,8 @@
 """Benchmark fedplace-admission against the same decision asked directly of OPA, in the same run.
 
-Usage: .venv/bin/python bench/admission.py [--seconds 5] [--client auto|wrk|python] [--workers N]
-       [--opa-url URL [--opa-token-file PATH]] [--kubeconfig PATH] [--evaluator regorus|opa]
+Usage: .venv/bin/python bench/admission.py [--seconds 10] [--rounds 5] [--client auto|wrk|python]
+       [--workers N] [--event-loops auto|uvloop,asyncio] [--opa-url URL [--opa-token-file PATH]]
+       [--kubeconfig PATH] [--evaluator regorus|opa]
 
 The placement policy (policies/federation) over 10 replicated Clusters; the
 admitted object is a ReplicaSet (~1.6 KB) asking for EU jurisdiction and PCI
@@ -21,9 +22,18 @@ connections; Debian's ``wrk`` package) when it is on the PATH, else a Python
 aiohttp client (``--client python``), which costs the shared cores more.
 Each cell runs ``--warmup`` seconds unmeasured, then ``--seconds`` measured
 (closed loop: N connections, each sends its next request when the answer
-came). After every webhook run the webhook's own counters are read from
-``/metrics``: every request of the run must have been answered ``patched``
-(a fail-closed denial is an HTTP 200 too, and must not pass for speed).
+came), in ``--rounds`` slices: round after round every target runs one slice,
+in alternating order, so that a busy interval of the shared machine hits
+every target alike. A cell's p50 and p99 are the medians of its rounds'; what
+the webhook adds is the median over rounds of its p50 minus direct OPA's p50
+of the same round. After every webhook slice the webhook's own counters are
+read from ``/metrics``: every request of the slice must have been answered
+``patched`` (a fail-closed denial is an HTTP 200 too, and must not pass for
+speed).
+
+``--event-loops uvloop,asyncio`` runs each webhook twice, on uvloop (its
+default) and on asyncio's own loop (``--event-loop``), as targets of the same
+run: the comparison behind the webhook's default (docs/benchmarks.md).
 
 Targets (issue 15): the webhook adds <= 0.5 ms p50 at 1 in flight; at 64 in
 flight its throughput is >= 0.75x direct OPA's of the same run. The
@@ -40,6 +50,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -273,13 +284,18 @@ def settled_counts(target: Target) -> dict[str, float]:
         counts = again
 
 
-def measure(target: Target, conc: int, args: argparse.Namespace, tmp: Path) -> tuple[Result, str]:
-    run = (lambda s: run_wrk(target, conc, s, tmp)) if args.client == "wrk" else \
-        (lambda s: run_python_client(target, conc, s))
-    run(args.warmup)
+def load(target: Target, conc: int, seconds: float, args: argparse.Namespace, tmp: Path) -> Result:
+    """One closed-loop run of ``seconds`` against ``target`` with ``conc`` in flight."""
+    if args.client == "wrk":
+        return run_wrk(target, conc, seconds, tmp)
+    return run_python_client(target, conc, seconds)
+
+
+def measure(target: Target, conc: int, seconds: float, args: argparse.Namespace, tmp: Path) -> tuple[Result, str]:
+    """One measured slice, with the webhook's own account of it checked."""
     before = settled_counts(target) if target.process else {}
     cpu_before = {pid: cpu_seconds(pid) for pid in target.pids}
-    result = run(args.seconds)
+    result = load(target, conc, seconds, args, tmp)
     result.cpu_ms = {pid: (cpu_seconds(pid) - was) * 1000 / max(1, result.requests) for pid, was in cpu_before.items()}
     check = ""
     if target.process is not None:
@@ -322,9 +338,9 @@ async def prepare(srv: Any, tmp: Path) -> str:
 
 
 def start_webhook(name: str, srv: Any, ns: str, tmp: Path, args: argparse.Namespace,
-                  tls: tuple[Path, Path, Path] | None) -> ServerProcess:
+                  tls: tuple[Path, Path, Path] | None, event_loop: str = "auto") -> ServerProcess:
     flags = ["-m", "admission", "--listen", "127.0.0.1:{port}", "--kubeconfig", str(srv.kube.kubeconfig),
-             "--opa-url", srv.opa.url, "--policy-namespace", ns, "--log-level", "info"]
+             "--opa-url", srv.opa.url, "--policy-namespace", ns, "--log-level", "info", "--event-loop", event_loop]
     if srv.opa.token_file:
         flags += ["--opa-token-file", str(srv.opa.token_file)]
     if args.workers != 1:
@@ -356,12 +372,37 @@ def load_average() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
+@dataclass
+class Cell:
+    """One target at one concurrency: its rounds."""
+    rounds: list[Result] = field(default_factory=list)
+    checks: list[str] = field(default_factory=list)
+
+    def median(self, attr: str) -> float:
+        return statistics.median(getattr(r, attr) for r in self.rounds)
+
+    @property
+    def rps(self) -> float:
+        seconds = sum(r.seconds for r in self.rounds)
+        return sum(r.requests for r in self.rounds) / seconds if seconds else 0.0
+
+    def cpu_ms(self, pid: int) -> float:
+        requests = sum(r.requests for r in self.rounds)
+        return sum(r.cpu_ms[pid] * r.requests for r in self.rounds) / requests if requests else 0.0
+
+
+def added_p50(cell: Cell, direct: Cell) -> float:
+    """What the webhook adds: the median over rounds of its p50 minus direct OPA's p50 of the same round."""
+    return statistics.median(r.p50_ms - d.p50_ms for r, d in zip(cell.rounds, direct.rounds))
+
+
 async def run(args: argparse.Namespace) -> None:
     if args.client == "auto":
         args.client = "wrk" if shutil.which("wrk") else "python"
     t0 = time.perf_counter()
     load_before = load_average()
-    results: dict[tuple[str, int], tuple[Result, str]] = {}
+    cells: dict[tuple[str, int], Cell] = {}
+    loops = args.event_loops
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         async with servers(args, tmp) as srv:
@@ -375,21 +416,30 @@ async def run(args: argparse.Namespace) -> None:
             direct_body.write_text(json.dumps({"input": replicaset()}))
             review_body.write_text(json.dumps(admission_review(replicaset())))
             token = srv.opa.token_file.read_text().strip() if srv.opa.token_file else ""
-            hooks = [start_webhook("admission-http", srv, ns, tmp, args, None),
-                     start_webhook("admission-tls", srv, ns, tmp, args, (ca, crt, key))]
+            opa_pid = (srv.opa.process.proc.pid,) if srv.opa.process and srv.opa.process.proc else ()
+            targets = [Target("direct OPA", srv.opa.url + QUERY, direct_body, token=token, pids=opa_pid)]
+            hooks: list[ServerProcess] = []
             try:
-                opa_pid = (srv.opa.process.proc.pid,) if srv.opa.process and srv.opa.process.proc else ()
-                targets = [Target("direct OPA", srv.opa.url + QUERY, direct_body, token=token, pids=opa_pid),
-                           Target("webhook, HTTP", hooks[0].url + "/mutate", review_body, process=hooks[0],
-                                  pids=(hooks[0].proc.pid, *opa_pid)),
-                           Target("webhook, TLS", hooks[1].url + "/mutate", review_body, cafile=str(ca),
-                                  process=hooks[1], pids=(hooks[1].proc.pid, *opa_pid))]
-                cpu_of = {t.name: t.pids for t in targets}
+                for loop in loops:
+                    suffix = "" if len(loops) == 1 else f", {loop}"
+                    for proto, tls in (("HTTP", None), ("TLS", (ca, crt, key))):
+                        hook = start_webhook(f"admission-{proto.lower()}-{loop}", srv, ns, tmp, args, tls, loop)
+                        hooks.append(hook)
+                        targets.append(Target(f"webhook, {proto}{suffix}", hook.url + "/mutate", review_body,
+                                              cafile=str(ca) if tls else "", process=hook,
+                                              pids=(hook.proc.pid, *opa_pid)))
                 for t in targets[1:]:
                     check_webhook_answer(t.url, t.body.read_bytes(), t.cafile)
+                per_round = args.seconds / args.rounds
                 for conc in args.in_flight:
-                    for target in targets:  # interleaved, so that machine noise hits every target alike
-                        results[target.name, conc] = measure(target, conc, args, tmp)
+                    for target in targets:
+                        load(target, conc, args.warmup, args, tmp)
+                        cells[target.name, conc] = Cell()
+                    for i in range(args.rounds):  # every target once per round, the order reversed every other
+                        for target in (targets if i % 2 == 0 else targets[::-1]):
+                            result, check = measure(target, conc, per_round, args, tmp)
+                            cells[target.name, conc].rounds.append(result)
+                            cells[target.name, conc].checks.append(check)
             finally:
                 for hook in hooks:
                     hook.stop()
@@ -398,31 +448,35 @@ async def run(args: argparse.Namespace) -> None:
     size = len(json.dumps(admission_review(replicaset())))
     client = ("wrk (1 thread), a separate process" if args.client == "wrk"
               else "Python aiohttp client, a separate process")
-    print(f"### Admission webhook vs direct OPA — placement policy, 10 clusters, {args.seconds:g} s per cell\n")
+    print(f"### Admission webhook vs direct OPA — placement policy, 10 clusters, {args.seconds:g} s per cell "
+          f"in {args.rounds} rounds\n")
     print(f"{described}")
     print(f"Load generator: {client}; {os.cpu_count()} cores shared by every process, none pinned; "
-          f"webhook workers: {args.workers}; AdmissionReview {size:,} bytes "
+          f"webhook workers: {args.workers}; webhook event loop: {', '.join(loops)}; AdmissionReview {size:,} bytes "
           f"(OPA input {len(json.dumps({'input': replicaset()})):,} bytes); load average before / after: "
           f"{load_before} / {load_average()}\n")
     print("| target | in flight | p50 (ms) | p99 (ms) | throughput (req/s) | webhook CPU (ms/req) "
           "| OPA CPU (ms/req) | errors | webhook's count |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for conc in args.in_flight:
-        for name in ("direct OPA", "webhook, HTTP", "webhook, TLS"):
-            r, check = results[name, conc]
-            pids = list(cpu_of[name])
-            hook_cpu = f"{r.cpu_ms[pids.pop(0)]:.3f}" if name != "direct OPA" else "—"
-            opa_cpu = f"{r.cpu_ms[pids[0]]:.3f}" if pids else "n/a (external)"
-            print(f"| {name} | {conc} | {r.p50_ms:.2f} | {r.p99_ms:.2f} | {r.rps:,.0f} | {hook_cpu} | {opa_cpu} "
-                  f"| {r.errors} | {check or '—'} |")
+        for target in targets:
+            cell = cells[target.name, conc]
+            pids = list(target.pids)
+            hook_cpu = f"{cell.cpu_ms(pids.pop(0)):.3f}" if target.process else "—"
+            opa_cpu = f"{cell.cpu_ms(pids[0]):.3f}" if pids else "n/a (external)"
+            patched = sum(int(c.split()[0].replace(",", "")) for c in cell.checks if c)
+            print(f"| {target.name} | {conc} | {cell.median('p50_ms'):.2f} | {cell.median('p99_ms'):.2f} "
+                  f"| {cell.rps:,.0f} | {hook_cpu} | {opa_cpu} | {sum(r.errors for r in cell.rounds)} "
+                  f"| {f'{patched:,} patched' if target.process else '—'} |")
     print()
     lo, hi = min(args.in_flight), max(args.in_flight)
-    direct_lo, direct_hi = results["direct OPA", lo][0], results["direct OPA", hi][0]
-    for name in ("webhook, HTTP", "webhook, TLS"):
-        r_lo, r_hi = results[name, lo][0], results[name, hi][0]
-        added = r_lo.p50_ms - direct_lo.p50_ms
-        ratio = r_hi.rps / direct_hi.rps if direct_hi.rps else float("nan")
-        print(f"- {name}: adds {added:.2f} ms p50 at {lo} in flight (target <= 0.5: "
+    direct_lo, direct_hi = cells["direct OPA", lo], cells["direct OPA", hi]
+    for target in targets[1:]:
+        added = added_p50(cells[target.name, lo], direct_lo)
+        per_round = " ".join(f"{r.p50_ms - d.p50_ms:.2f}" for r, d in zip(cells[target.name, lo].rounds,
+                                                                          direct_lo.rounds))
+        ratio = cells[target.name, hi].rps / direct_hi.rps if direct_hi.rps else float("nan")
+        print(f"- {target.name}: adds {added:.2f} ms p50 at {lo} in flight (rounds: {per_round}; target <= 0.5: "
               f"{'met' if added <= 0.5 else 'NOT met'}); at {hi} in flight {ratio:.2f}x direct OPA's throughput "
               f"(target >= 0.75: {'met' if ratio >= 0.75 else 'NOT met'})")
     print(f"- bench wall time: {time.perf_counter() - t0:.0f} s")
@@ -430,13 +484,17 @@ async def run(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=5.0, help="measured seconds per cell (default 5)")
+    parser.add_argument("--seconds", type=float, default=10.0, help="measured seconds per cell (default 10)")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="slices each cell is measured in, targets alternating (default 5)")
     parser.add_argument("--warmup", type=float, default=1.0, help="unmeasured seconds before each cell (default 1)")
     parser.add_argument("--in-flight", type=lambda s: [int(x) for x in s.split(",")], default=[1, 64],
                         help="comma-separated requests in flight (default 1,64)")
     parser.add_argument("--client", choices=("auto", "wrk", "python"), default="auto",
                         help="load generator: wrk when on the PATH (auto), else a Python aiohttp client")
     parser.add_argument("--workers", type=int, default=1, help="the webhook's --workers (default 1)")
+    parser.add_argument("--event-loops", type=lambda s: s.split(","), default=["auto"],
+                        help="the webhook's --event-loop; several (e.g. uvloop,asyncio): a webhook pair for each")
     parser.add_argument("--load-client", help=argparse.SUPPRESS)  # internal: run as the Python load generator
     add_server_flags(parser, opa=True, kube=True)
     args = parser.parse_args()
