@@ -96,65 +96,77 @@ parse(v) := {
 short_grammar := `^(0|[1-9][0-9]{0,14})(?:\.([0-9]{1,6}))?(m|k|M|G|T|Ki|Mi|Gi|Ti|)$`
 
 # Every value of the collection vs parsed: {v: parse(v)}. The strings in the
-# short form are matched all at once, one per line of their concatenation
-# (both evaluators compile a pattern on every call, ~7 µs in regorus); a
-# match is a whole line, so its text is a string the short form takes as a
-# whole, and its value the one parse gives it: the same arithmetic, with what
-# is constant left out for whole numbers ("512Mi", "2") and whole milli-units
-# ("250m"), the usual forms. The others go through parse. (A string holding a
-# line break adds its lines as keys: each a correct parse of its own text,
-# and never looked up unless it is a value itself.)
+# short form are matched all at once, as the quoted strings of vs in JSON
+# (both evaluators compile a pattern on every call, and a builtin call costs
+# regorus more than the work it does); a match is a whole JSON string, so its
+# text is a string the short form takes as a whole, and its value the one
+# parse gives it: the same arithmetic, with what is constant left out for
+# whole numbers ("512Mi", "2") and whole milli-units ("250m"), the usual
+# forms, and ceil written with integer operations. The others go through
+# parse. (A string holding an escaped quote may add the text after it as a
+# key: a correct parse of its own text, never looked up unless it is a value
+# itself.)
 parse_all(vs) := object.union(short, {v: parse(v) | some v in vs; not short[v]}) if {
-	matches := regex.find_all_string_submatch_n(short_lines, concat("\n", [v | some v in vs; is_string(v)]), -1)
+	short := parse_short(vs)
+}
+
+# The part of parse_all in the short form: {v: parse(v)} for the strings of vs
+# the short form takes (and any extra key, see above). Every one is ok and
+# small; a value missing here goes through parse.
+parse_short(vs) := short if {
+	matches := regex.find_all_string_submatch_n(short_quoted, json.marshal(vs), -1)
 	factors := short_factor
 	pow10 := _pow10
 	short := object.union(object.union(
 		{t: q |
 			some m in matches
-			m[2] == ""
-			[factor, divisor] := factors[m[3]]
+			m[3] == ""
+			[factor, divisor] := factors[m[4]]
 			divisor == 1
-			whole := to_number(m[1]) * factor
+			whole := to_number(m[2]) * factor
 			whole <= 9223372036854775 # max_milli_value
-			t := m[0]
+			t := m[1]
 			q := {"ok": true, "text": t, "whole": whole, "nano": 0, "units": whole, "small": true, "milli": whole * 1000}
 		},
 		{t: q |
 			some m in matches
-			m[2] == ""
-			m[3] == "m"
-			x := to_number(m[1])
+			m[4] == "m"
+			m[3] == ""
+			x := to_number(m[2])
 			rest := x % 1000
 			whole := (x - rest) / 1000
-			nano := rest * 1000000
-			units := whole + ceil(nano / 1000000000)
+
+			# ceil(rest / 1000), 0 or 1
+			units := whole + (((rest + 999) - ((rest + 999) % 1000)) / 1000)
 			units <= 9223372036854775 # max_milli_value
-			t := m[0]
-			q := {"ok": true, "text": t, "whole": whole, "nano": nano, "units": units, "small": true, "milli": x}
+			t := m[1]
+			q := {"ok": true, "text": t, "whole": whole, "nano": rest * 1000000, "units": units, "small": true, "milli": x}
 		},
 	), {t: q |
 		some m in matches
-		fp := m[2]
+		fp := m[3]
 		fp != ""
-		[factor, divisor] := factors[m[3]]
+		[factor, divisor] := factors[m[4]]
 		shift := pow10[count(fp)]
 		d := divisor * shift
-		x := ((to_number(m[1]) * shift) + (to_number(concat("", ["1", fp])) - shift)) * factor
+		x := ((to_number(m[2]) * shift) + (to_number(concat("", ["1", fp])) - shift)) * factor
 		rest := x % d
 		whole := (x - rest) / d
 		nano := rest * (1000000000 / d) # nano_per_unit / d
-		units := whole + ceil(nano / 1000000000)
+
+		# ceil(nano / nano_per_unit) and ceil(nano / 1000000), nano < nano_per_unit
+		units := whole + (((nano + 999999999) - ((nano + 999999999) % 1000000000)) / 1000000000)
 		units <= 9223372036854775 # max_milli_value
-		t := m[0]
+		t := m[1]
 		q := {
-			"ok": true, "text": t, "whole": whole, "nano": nano,
-			"units": units, "small": true, "milli": (whole * 1000) + ceil(nano / 1000000),
+			"ok": true, "text": t, "whole": whole, "nano": nano, "units": units, "small": true,
+			"milli": (whole * 1000) + (((nano + 999999) - ((nano + 999999) % 1000000)) / 1000000),
 		}
 	})
 }
 
-# short_grammar, line by line.
-short_lines := `(?m)^(0|[1-9][0-9]{0,14})(?:\.([0-9]{1,6}))?(m|k|M|G|T|Ki|Mi|Gi|Ti|)$`
+# short_grammar, as a JSON string: the text, then ip, fp and suffix.
+short_quoted := `"((0|[1-9][0-9]{0,14})(?:\.([0-9]{1,6}))?(m|k|M|G|T|Ki|Mi|Gi|Ti|))"`
 
 _pow10 := [1, 10, 100, 1000, 10000, 100000, 1000000]
 
@@ -298,7 +310,19 @@ less(a, b) if [a.whole, a.nano] < [b.whole, b.nano]
 
 # The exact sum of parsed quantities (Quantity.Add; no cap, as in Kubernetes);
 # its text is written by format when a message needs it.
-total(qs) := _quantity("", whole, nanos % 1000000000) if {
+# (_quantity written out for a small total, the usual one.)
+total(qs) := {
+	"ok": true, "text": "", "whole": whole, "nano": nano, "units": units, "small": true,
+	"milli": (whole * 1000) + (((nano + 999999) - ((nano + 999999) % 1000000)) / 1000000),
+} if {
+	nanos := sum([q.nano | some q in qs])
+	nano := nanos % 1000000000 # nano_per_unit
+	whole := sum([q.whole | some q in qs]) + ((nanos - nano) / 1000000000)
+
+	# ceil written with integer operations (nano < nano_per_unit)
+	units := whole + (((nano + 999999999) - ((nano + 999999999) % 1000000000)) / 1000000000)
+	units <= 9223372036854775 # max_milli_value
+} else := _quantity("", whole, nanos % 1000000000) if {
 	nanos := sum([q.nano | some q in qs])
 	whole := sum([q.whole | some q in qs]) + floor(nanos / 1000000000) # nano_per_unit
 }

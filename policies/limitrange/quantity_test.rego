@@ -91,6 +91,18 @@ test_exact_order_and_sum if {
 	quantity.total([]).whole == 0
 }
 
+# A total is a quantity like parse's: Value() and MilliValue() rounded up from
+# the exact sum, and no MilliValue beyond MaxMilliValue.
+test_total_rounds_the_exact_sum if {
+	one_n := quantity.parse("1n")
+	quantity.total([one_n, one_n, one_n]) == {"ok": true, "text": "", "whole": 0, "nano": 3, "units": 1, "small": true, "milli": 1}
+	carried := quantity.total([quantity.parse("0.6"), quantity.parse("0.7")])
+	[carried.whole, carried.nano, carried.units, carried.milli] == [1, 300000000, 2, 1300]
+	big := quantity.total([quantity.parse("8P"), quantity.parse("8P"), quantity.parse("1m")])
+	[big.whole, big.nano, big.units, big.small] == [16000000000000000, 1000000, 16000000000000001, false]
+	not big.milli
+}
+
 test_format if {
 	quantity.format({"whole": 3221225472, "nano": 0}, "memory") == "3Gi"
 	quantity.format({"whole": 1500000000, "nano": 0}, "memory") == "1500M"
@@ -107,12 +119,25 @@ test_parse_all_is_parse_of_each if {
 	vs := [
 		"512Mi", "2", "0", "250m", "0m", "1001m", "1.5Gi", "0.5", "0.123456m", "999999999999999Ti",
 		"9223372036854775m", "1e3", " 1Gi ", "1K", "", "-1", "+1", "0001", "1.", 5, 0.5, null, true, {"a": 1},
-		"1\n2",
+		"1\n2", `a"5`, `5"`, `"1"`, `\"2`, "1.000001m",
 	]
 	parsed := quantity.parse_all(vs)
 	every v in vs {
 		parsed[v] == quantity.parse(v)
 	}
-	# a value holding a line break is parsed whole (its lines are only extra keys)
+	# a value holding a line break or a quote is parsed whole (the short-form
+	# text after an escaped quote is only an extra key, parsed correctly)
 	not parsed["1\n2"].ok
+	not parsed[`a"5`].ok
+	parsed["5"] == quantity.parse("5")
+}
+
+# parse_short takes the short forms only, each as parse does; the rest is
+# left to parse.
+test_parse_short_takes_the_short_forms if {
+	short := quantity.parse_short({"250m", "1.5Gi", "2", "0.000001", "1e3", " 1", 5, null, "x", "1000000000000000"})
+	{v | some v, _ in short} == {"250m", "1.5Gi", "2", "0.000001"}
+	every v, q in short {
+		q == quantity.parse(v)
+	}
 }

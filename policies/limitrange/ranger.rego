@@ -93,12 +93,15 @@ constraint_fields := ["min", "max", "maxLimitRequestRatio"]
 
 # The items that concern pods (type Container or Pod), in LimitRange name
 # order, then list order.
+# (Lookups rather than builtins where they give the same: a builtin call
+# costs regorus more than several lookups. raw.type is undefined unless raw
+# is an object.)
 raw_items := [{"pos": pos, "range": name, "index": index, "type": raw.type, "raw": raw} |
+	found := ranges
 	some pos, name in range_names
-	limits := object.get(ranges[name], ["spec", "limits"], [])
+	limits := found[name].spec.limits
 	is_array(limits)
 	some index, raw in limits
-	is_object(raw)
 	raw.type in {"Container", "Pod"}
 ]
 
@@ -118,8 +121,20 @@ _entries := [{
 # Every resource those items name; no other resource is looked at.
 tracked := {e.r | some e in _entries}
 
-# Every quantity the decision needs, parsed once: {value: parsed quantity}.
-parsed := quantity.parse_all(_values)
+# Every quantity the decision needs, parsed once: {value: parsed quantity}
+# (quantity.parse_all, in its two parts).
+parsed := object.union(_short, _unusual)
+
+_short := quantity.parse_short(_values)
+
+# The values not in the short form (usually none), parsed in full: the only
+# ones that can be malformed or beyond MaxMilliValue, so the checks for
+# those look here first.
+_unusual := {v: quantity.parse(v) | short := _short; some v in _values; not short[v]}
+
+_malformed := {v | some v, q in _unusual; not q.ok}
+
+_big_values := {v | some v, q in _unusual; q.ok; not q.small}
 
 _values contains e.v if some e in _entries
 
@@ -138,20 +153,19 @@ _values contains v if {
 	some _, v in values
 }
 
-# The bounds (min, max, maxLimitRequestRatio) that parse: {"type", "field",
-# "r", "q", "range"}.
-bounds := [{"type": e.type, "field": e.field, "r": e.r, "q": q, "range": e.range} |
-	p := parsed
-	names := {"min", "max", "maxLimitRequestRatio"}
-	some e in _entries
-	e.field in names
-	q := p[e.v]
+# The bounds (min, max, maxLimitRequestRatio) that parse, by field:
+# {"min": […], "max": […], "maxLimitRequestRatio": […]}, each {"type",
+# "field", "r", "q", "range"}.
+bounds_of := {field: [{"type": item.type, "field": field, "r": r, "q": q, "range": item.range} |
+	some item in items
+	values := item.raw[field]
+	is_object(values)
+	some r, v in values
+	q := p[v]
 	q.ok
-]
-
-# The same, by field: {"min": […], "max": […], "maxLimitRequestRatio": […]}.
-bounds_of := {field: [b | some b in every_bound; b.field == field] |
-	every_bound := bounds
+] |
+	items := raw_items
+	p := parsed
 	some field in constraint_fields
 }
 
@@ -181,8 +195,10 @@ _defaults(order) := {r: first[2] |
 	first := candidates[0]
 }
 
-# Malformed LimitRanges.
+# Malformed LimitRanges. (A malformed quantity is one of _malformed: the
+# short form takes none.)
 range_errors contains msg if {
+	_malformed != set()
 	p := parsed
 	some e in _entries
 	q := p[e.v]
@@ -220,38 +236,45 @@ range_errors contains msg if {
 # resources only, as written in the object: {"kind", "field", "index",
 # "sidecar", "name", "resources", "requests", "limits"}.
 containers := array.concat(
-	[_container("container", "containers", i, c, false, names) |
+	[{
+		"kind": "container", "field": "containers", "index": i, "sidecar": false, "name": object.get(c, "name", ""),
+		"resources": object.get(c, "resources", null),
+		"requests": {r: v | some r in names; v := c.resources.requests[r]},
+		"limits": {r: v | some r in names; v := c.resources.limits[r]},
+	} |
 		names := tracked
 		list := object.get(podspec.spec, "containers", [])
 		is_array(list)
 		some i, c in list
 	],
-	[_container("init container", "initContainers", i, c, object.get(c, "restartPolicy", "") == "Always", names) |
-		names := tracked
-		list := object.get(podspec.spec, "initContainers", [])
-		is_array(list)
-		some i, c in list
-	],
+	_init_containers,
 )
 
-_container(kind, field, index, c, sidecar, names) := {
-	"kind": kind, "field": field, "index": index, "sidecar": sidecar, "name": object.get(c, "name", ""),
-	"resources": object.get(c, "resources", null),
-	"requests": {r: v | values := object.get(c, ["resources", "requests"], {}); is_object(values); some r, v in values; r in names},
-	"limits": {r: v | values := object.get(c, ["resources", "limits"], {}); is_object(values); some r, v in values; r in names},
-}
+# (The init containers, apart: without any, the pod totals take one phase.)
+_init_containers := [{
+	"kind": "init container", "field": "initContainers", "index": i, "sidecar": object.get(c, "restartPolicy", "") == "Always",
+	"name": object.get(c, "name", ""), "resources": object.get(c, "resources", null),
+	"requests": {r: v | some r in names; v := c.resources.requests[r]},
+	"limits": {r: v | some r in names; v := c.resources.limits[r]},
+} |
+	names := tracked
+	list := object.get(podspec.spec, "initContainers", [])
+	is_array(list)
+	some i, c in list
+]
 
 # Requests and limits after defaulting, per container (same order as
-# containers), as the checks look at them: {"who", "requests": {r: value},
-# "limits": {r: value}, "big"}, each value {"q", "source"} with source
-# "explicit", "limit" (the request is the container's limit) or "default"
-# (plus the LimitRange's "range" and "field"); "big" names the resources
-# whose request or limit is beyond MaxMilliValue (compared in units, on the
-# exact path).
-effective := [{"who": _who(c), "requests": requests, "limits": limits, "big": big} |
+# containers), as the checks look at them: {"c" (the container), "requests":
+# {r: value}, "limits": {r: value}, "big"}, each value {"q", "source"} with
+# source "explicit", "limit" (the request is the container's limit) or
+# "default" (plus the LimitRange's "range" and "field"); "big" names the
+# resources whose request or limit is beyond MaxMilliValue (compared in
+# units, on the exact path; only values _big_values holds can be).
+effective := [{"c": c, "requests": requests, "limits": limits, "big": big} |
 	p := parsed
 	default_limit := _default_limit_values
 	default_request := _default_request_values
+	bigs := _big_values
 	some c in containers
 	c_limits := c.limits
 	c_requests := c.requests
@@ -259,14 +282,18 @@ effective := [{"who": _who(c), "requests": requests, "limits": limits, "big": bi
 		{r: e | some r, e in default_limit; not c_limits[r]},
 		{r: {"q": p[v], "source": "explicit"} | some r, v in c_limits},
 	)
-	requests := object.union(
-		object.union(
-			{r: e | some r, e in default_request; not c_requests[r]; not c_limits[r]},
-			{r: {"q": p[v], "source": "limit"} | some r, v in c_limits; not c_requests[r]},
-		),
+	requests := object.union_n([
+		{r: e | some r, e in default_request; not c_requests[r]; not c_limits[r]},
+		{r: {"q": p[v], "source": "limit"} | some r, v in c_limits; not c_requests[r]},
 		{r: {"q": p[v], "source": "explicit"} | some r, v in c_requests},
-	)
-	big := {r | some r, e in requests; e.q.ok; not e.q.small} | {r | some r, e in limits; e.q.ok; not e.q.small}
+	])
+	big := {r |
+		bigs != set()
+		some values in [requests, limits]
+		some r, e in values
+		e.q.ok
+		not e.q.small
+	}
 ]
 
 _default_limit_values := {r: object.union(d, {"source": "default"}) | some r, d in default_limits}
@@ -280,16 +307,23 @@ _pod_level := {kind: values |
 	names := tracked
 	some kind in ["requests", "limits"]
 	values := {r: v |
-		level := object.get(podspec.spec, ["resources", kind], {})
-		is_object(level)
-		some r, v in level
-		r in {"cpu", "memory"}
+		level := podspec.spec.resources[kind]
+		some r in ["cpu", "memory"]
 		r in names
+		v := level[r]
 	}
 }
 
 # The resources Pod items name: only those are totalled.
-pod_resources := {e.r | some e in _entries; e.type == "Pod"}
+pod_resources := {r |
+	names := fields
+	some item in raw_items
+	item.type == "Pod"
+	some field, values in item.raw
+	field in names
+	is_object(values)
+	some r, _ in values
+}
 
 # {kind: {r: {"q", "source"}}}: source "pod" (pod-level resources, when
 # they parse) or "total".
@@ -310,17 +344,20 @@ pod_totals := {kind: object.union(from_pod, totals) |
 				e := of_kind[r]
 				e.q.ok
 			]
-			count(parts) > 0
+			parts != []
 		]
-		count(sums) > 0
+		sums != []
 		q := _largest(sums)
 	}
 }
 
 # What runs together, as lists of effective values: the app containers and
 # sidecars, which run for the pod's whole life (the first phase); then, for
-# each init container, itself with the sidecars started before it.
-_phases := array.concat([running], [phase |
+# each init container, itself with the sidecars started before it. Without
+# init containers, all the containers in one phase.
+_phases := [effective] if {
+	_init_containers == []
+} else := array.concat([running], [phase |
 	some k, c in cs
 	c.field == "initContainers"
 	phase := [eff[j] | some j, d in cs; _started_by(d, j, k)]
@@ -341,7 +378,7 @@ _started_by(d, j, k) if {
 	j < k
 }
 
-_largest(qs) := qs[0] if count(qs) == 1
+_largest(qs) := qs[0] if not qs[1]
 
 else := [q | some q in qs; every other in qs { not quantity.less(q, other) }][0]
 
@@ -354,9 +391,9 @@ added := {k: adds |
 	adds := {kind: texts |
 		some kind in ["limits", "requests"]
 		texts := {r: e.q.text | some r, e in values[kind]; e.source == "default"}
-		count(texts) > 0
+		texts != {}
 	}
-	count(adds) > 0
+	adds != {}
 }
 
 # RFC 6902 operations adding the defaults to the object as submitted: the
@@ -420,7 +457,8 @@ defaulted := [sprintf("%s: %s %s %s (LimitRange \"%s\")", [_who(cs[k]), r, _sing
 # -- checks --------------------------------------------------------------------
 
 # What the checks of each item type look at: each container (Container), the
-# pod totals (Pod); each {"who", "requests", "limits", "big"} (see effective).
+# pod totals (Pod, named by "who"); each {"requests", "limits", "big"} (see
+# effective).
 subjects := {"Container": effective, "Pod": [{
 	"who": "pod", "requests": totals.requests, "limits": totals.limits,
 	"big": {r | some kind in ["requests", "limits"]; some r, e in totals[kind]; e.q.ok; not e.q.small},
@@ -437,6 +475,7 @@ violations contains msg if {
 # Malformed quantities of the object.
 violations contains msg if {
 	applies
+	_malformed != set()
 	p := parsed
 	some c in containers
 	some kind in ["requests", "limits"]
@@ -448,6 +487,7 @@ violations contains msg if {
 
 violations contains msg if {
 	applies
+	_malformed != set()
 	p := parsed
 	some kind, values in _pod_level
 	some r, v in values
@@ -458,71 +498,88 @@ violations contains msg if {
 
 # One message per violated bound, the first problem found, as Kubernetes
 # reports it (minConstraint, maxConstraint, limitRequestRatioConstraint).
-# Cheap tests in milli-units find the failures; the message functions then
-# say what exactly fails. Values beyond MaxMilliValue take the exact path.
+# Cheap tests in milli-units, without builtin calls (which cost regorus more
+# than the lookups), find the candidates: a superset of the failures, a
+# missing, malformed or big value included; the problem functions then say
+# exactly what fails, or nothing. Bounds and values beyond MaxMilliValue take
+# the exact path below.
 violations contains msg if {
 	applies
 	subs := subjects
 	some b in bounds_of.min
+	r := b.r
 	some s in subs[b.type]
-	not s.requests[b.r]
-	msg := _message(s, b, _min_problem(s, b.r, b))
+	not s.requests[r]
+	msg := _message(s, b, _min_problem(s, r, b))
 }
 
 violations contains msg if {
 	applies
 	subs := subjects
 	some b in bounds_of.min
-	b.q.small
+	bound := b.q.milli
+	r := b.r
 	some s in subs[b.type]
-	some kind in ["requests", "limits"]
-	of_kind := s[kind]
-	of_kind[b.r].q.milli < b.q.milli
-	not b.r in s.big
-	msg := _message(s, b, _min_problem(s, b.r, b))
+	some values in [s.requests, s.limits]
+	values[r].q.milli < bound
+	msg := _message(s, b, _min_problem(s, r, b))
 }
 
 violations contains msg if {
 	applies
 	subs := subjects
 	some b in bounds_of.max
+	r := b.r
 	some s in subs[b.type]
-	not s.limits[b.r]
-	msg := _message(s, b, _max_problem(s, b.r, b))
+	not s.limits[r]
+	msg := _message(s, b, _max_problem(s, r, b))
 }
 
 violations contains msg if {
 	applies
 	subs := subjects
 	some b in bounds_of.max
-	b.q.small
+	bound := b.q.milli
+	r := b.r
 	some s in subs[b.type]
-	some kind in ["limits", "requests"]
-	of_kind := s[kind]
-	of_kind[b.r].q.milli > b.q.milli
-	not b.r in s.big
-	msg := _message(s, b, _max_problem(s, b.r, b))
+	some values in [s.limits, s.requests]
+	values[r].q.milli > bound
+	msg := _message(s, b, _max_problem(s, r, b))
 }
 
+# (The subjects that are fine: a request and a limit above zero, limit <=
+# ratio x request, in milli-units; the others are candidates. Not a
+# comparison under `not`: OPA and regorus differ on one with an undefined
+# operand.)
 violations contains msg if {
 	applies
 	subs := subjects
 	some b in bounds_of.maxLimitRequestRatio
-	some s in subs[b.type]
-	not _ratio_fine(s, b)
-	msg := _message(s, b, _ratio_problem(s, b.r, b))
+	bound := b.q.milli
+	r := b.r
+	of_type := subs[b.type]
+	fine := {j |
+		some j, subject in of_type
+		request := subject.requests[r].q.milli
+		limit := subject.limits[r].q.milli
+		request > 0
+		limit > 0
+		limit * 1000 <= bound * request
+	}
+	some i, s in of_type
+	not fine[i]
+	msg := _message(s, b, _ratio_problem(s, r, b))
 }
 
 # The exact path: a bound or a value beyond MaxMilliValue.
 violations contains msg if {
 	applies
 	subs := subjects
-	by_field := bounds_of
-	some field in ["min", "max"]
-	some b in by_field[field]
+	some of_field in bounds_of
+	some b in of_field
 	not b.q.small
 	some s in subs[b.type]
-	msg := _message(s, b, _problem(field, s, b.r, b))
+	msg := _message(s, b, _problem(b.field, s, b.r, b))
 }
 
 violations contains msg if {
@@ -538,21 +595,18 @@ violations contains msg if {
 	msg := _message(s, b, _problem(field, s, r, b))
 }
 
-_ratio_fine(s, b) if {
-	b.q.small
-	not b.r in s.big
-	request := s.requests[b.r].q.milli
-	limit := s.limits[b.r].q.milli
-	request > 0
-	limit > 0
-	limit * 1000 <= b.q.milli * request
-}
+_message(s, b, problem) := sprintf("%s: %s (%s)", [_subject_who(s), problem, _range_ref(b.range)])
 
-_message(s, b, problem) := sprintf("%s: %s (%s)", [s.who, problem, _range_ref(b.range)])
+# A subject as messages name it: a container, or the pod.
+_subject_who(s) := _who(s.c) if s.c
+
+else := s.who
 
 _problem(field, s, r, b) := _min_problem(s, r, b) if field == "min"
 
 _problem(field, s, r, b) := _max_problem(s, r, b) if field == "max"
+
+_problem(field, s, r, b) := _ratio_problem(s, r, b) if field == "maxLimitRequestRatio"
 
 # min: a request is needed, at least min; a limit, if any, at least min too.
 _min_problem(s, r, b) := sprintf("no %s request, but min is %s", [r, b.q.text]) if {
@@ -668,18 +722,21 @@ _ratio_text(lim, req) := format_int(hundredths / 100, 10) if {
 
 # A request above its limit, caused by a default: the API server would refuse
 # the pod (ValidateResourceRequirements), so the pack says why first.
+# (Only where a limit was defaulted: a defaulted request comes with a
+# defaulted limit or none, as a container naming a limit has it as its
+# request. quantity.less written out.)
 violations contains msg if {
 	applies
-	cs := containers
-	some k, values in effective
-	limits := values.limits
-	some r, request in values.requests
-	limit := limits[r]
-	"default" in {request.source, limit.source}
+	eff := effective
+	some k, adds in added
+	values := eff[k]
+	some r, _ in adds.limits
+	request := values.requests[r]
+	limit := values.limits[r]
 	request.q.ok
 	limit.q.ok
-	quantity.less(limit.q, request.q)
-	msg := sprintf("%s: %s request %s is above its limit %s", [_who(cs[k]), r, _shown(request), _shown(limit)])
+	[limit.q.whole, limit.q.nano] < [request.q.whole, request.q.nano]
+	msg := sprintf("%s: %s request %s is above its limit %s", [_who(values.c), r, _shown(request), _shown(limit)])
 }
 
 # -- words ---------------------------------------------------------------------

@@ -432,3 +432,15 @@ test_existing_pods_are_left_alone if {
 	count(object.get(d, "errors", [])) == 0
 	not d.patches.limitrange
 }
+
+# Values and bounds beyond MaxMilliValue are compared in whole units (the
+# exact path), as the LimitRanger does; so are pod totals beyond it.
+test_values_beyond_max_milli_value if {
+	e := errors(pod([app({"requests": {"memory": "8Ei"}, "limits": {"memory": "8Ei"}})]), [bounds])
+	e == {`container "app": memory limit 8Ei exceeds max 1Gi (LimitRange "limits" in "shop")`}
+	huge := lr("huge", [{"type": "Container", "min": {"memory": "8Ei"}, "max": {"cpu": "9223372036854775807"}}])
+	below := errors(pod([app({"requests": {"memory": "1Gi", "cpu": "1"}, "limits": {"memory": "1Gi", "cpu": "2"}})]), [huge])
+	below == {`container "app": memory request 1Gi is below min 8Ei (LimitRange "huge" in "shop")`}
+	total := errors(pod([app({"limits": {"memory": "8P"}}), {"name": "b", "image": "x", "resources": {"limits": {"memory": "8P"}}}]), [lr("pod", [{"type": "Pod", "max": {"memory": "10P"}}])])
+	total == {`pod: memory limit total 16P exceeds max 10P (LimitRange "pod" in "shop")`}
+}
