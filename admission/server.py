@@ -29,7 +29,7 @@ from admission.config import AdmissionConfig
 from admission.decision import Decision, OpaOutcome, decide, needs_query
 from admission.query import query_decision
 from admission.review import AdmissionRequest, BadReview, parse_review, review_response
-from admission.serving import timing_middleware
+from admission.serving import send_now, timing_middleware
 from common.events import EventRecorder, involved_object
 from common.jsonsafe import dumps
 from common.opa_client import OpaClient
@@ -173,13 +173,17 @@ class MutateHandler:
                 deadline=deadline, attempt_timeout=self.config.opa.timeout, backoff=self.config.retry,
             )
         decision = decide(review, policies_exist, outcome)
-        # Metrics and the log line once the answer is on its way (the next turn of the loop runs
-        # after this task has written it): ~0.05 ms less between request and answer.
-        asyncio.get_running_loop().call_soon(self._account, review, decision, outcome, time.monotonic() - started)
+        elapsed = time.monotonic() - started
         self._record_event(review, decision)
-        return json_answer(review_response(
+        answer = json_answer(review_response(
             review, allowed=decision.allowed, patch=decision.patch, code=decision.code, message=decision.message,
         ))
+        # The answer first, then the metrics and the log line, while the API server reads it:
+        # ~0.05 ms less between request and answer. (Scheduled with call_soon instead, they ran
+        # under uvloop only once the next request had arrived: ahead of it, on its latency.)
+        await send_now(request, answer)
+        self._account(review, decision, outcome, elapsed)
+        return answer
 
     def _account(self, review: AdmissionRequest, decision: Decision, outcome: OpaOutcome | None,
                  elapsed: float) -> None:

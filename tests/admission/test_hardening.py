@@ -201,3 +201,27 @@ async def test_malformed_http_and_disconnects_are_one_warning_each(harness: Harn
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warnings.count("bad HTTP request") == 1, warnings
     assert warnings.count("client went away before its request was read") == 1, warnings
+
+
+async def test_a_client_gone_before_the_answer_is_decided_counted_and_quiet(
+        harness: Harness, caplog: pytest.LogCaptureFixture) -> None:
+    """The answer is written before the metrics and the log line (admission.serving.send_now): a
+    client that hangs up while OPA decides still gets its decision counted and logged, without an
+    error; the webhook goes on serving."""
+    await harness.put_policy(ANNOTATE + "slow if { some i in numbers.range(1, 200000); i < 0 }\n")
+    await harness.add_policy_configmap()
+    caplog.set_level(logging.INFO)
+    d = Delta()
+    body = json.dumps(review(replicaset())).encode()
+    reader, writer = await asyncio.open_connection(*host_port(harness))
+    writer.write(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+                 % len(body) + body)
+    await writer.drain()
+    writer.close()  # before the answer: OPA is still evaluating
+    await eventually(lambda: _true(d("fedplace_admission_requests_total", outcome="patched") == 1), 5,
+                     "the decision counted")
+    assert [r for r in caplog.records if r.getMessage() == "admission decision"]
+    loud = [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+    assert not loud, [(r.name, r.getMessage()) for r in loud]
+    assert d("fedplace_admission_requests_total", outcome="error") == 0
+    assert (await harness.admit(replicaset()))["allowed"] is True
