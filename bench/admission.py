@@ -291,13 +291,14 @@ def load(target: Target, conc: int, seconds: float, args: argparse.Namespace, tm
     return run_python_client(target, conc, seconds)
 
 
-def measure(target: Target, conc: int, seconds: float, args: argparse.Namespace, tmp: Path) -> tuple[Result, str]:
-    """One measured slice, with the webhook's own account of it checked."""
+def measure(target: Target, conc: int, seconds: float, args: argparse.Namespace, tmp: Path) -> tuple[Result, int]:
+    """One measured slice, with the webhook's own account of it checked: (the client's result, the
+    requests the webhook answered ``patched``; 0 for direct OPA)."""
     before = settled_counts(target) if target.process else {}
     cpu_before = {pid: cpu_seconds(pid) for pid in target.pids}
     result = load(target, conc, seconds, args, tmp)
     result.cpu_ms = {pid: (cpu_seconds(pid) - was) * 1000 / max(1, result.requests) for pid, was in cpu_before.items()}
-    check = ""
+    patched = 0
     if target.process is not None:
         after = settled_counts(target)
         delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
@@ -306,8 +307,7 @@ def measure(target: Target, conc: int, seconds: float, args: argparse.Namespace,
         if others or not result.requests <= patched <= result.requests + conc:
             raise SystemExit(f"{target.name}: {result.requests} requests counted by the client, the webhook "
                              f"answered {patched} patched and {others}: the figures would not be decisions")
-        check = f"{patched:,} patched"
-    return result, check
+    return result, patched
 
 
 # -- set-up -----------------------------------------------------------------------------
@@ -376,7 +376,7 @@ def load_average() -> str:
 class Cell:
     """One target at one concurrency: its rounds."""
     rounds: list[Result] = field(default_factory=list)
-    checks: list[str] = field(default_factory=list)
+    patched: int = 0  # the webhook's count of patched answers over the rounds
 
     def median(self, attr: str) -> float:
         return statistics.median(getattr(r, attr) for r in self.rounds)
@@ -437,9 +437,9 @@ async def run(args: argparse.Namespace) -> None:
                         cells[target.name, conc] = Cell()
                     for i in range(args.rounds):  # every target once per round, the order reversed every other
                         for target in (targets if i % 2 == 0 else targets[::-1]):
-                            result, check = measure(target, conc, per_round, args, tmp)
+                            result, patched = measure(target, conc, per_round, args, tmp)
                             cells[target.name, conc].rounds.append(result)
-                            cells[target.name, conc].checks.append(check)
+                            cells[target.name, conc].patched += patched
             finally:
                 for hook in hooks:
                     hook.stop()
@@ -464,10 +464,9 @@ async def run(args: argparse.Namespace) -> None:
             pids = list(target.pids)
             hook_cpu = f"{cell.cpu_ms(pids.pop(0)):.3f}" if target.process else "—"
             opa_cpu = f"{cell.cpu_ms(pids[0]):.3f}" if pids else "n/a (external)"
-            patched = sum(int(c.split()[0].replace(",", "")) for c in cell.checks if c)
             print(f"| {target.name} | {conc} | {cell.median('p50_ms'):.2f} | {cell.median('p99_ms'):.2f} "
                   f"| {cell.rps:,.0f} | {hook_cpu} | {opa_cpu} | {sum(r.errors for r in cell.rounds)} "
-                  f"| {f'{patched:,} patched' if target.process else '—'} |")
+                  f"| {f'{cell.patched:,} patched' if target.process else '—'} |")
     print()
     lo, hi = min(args.in_flight), max(args.in_flight)
     direct_lo, direct_hi = cells["direct OPA", lo], cells["direct OPA", hi]

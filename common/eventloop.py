@@ -9,7 +9,6 @@ webhook answers over TLS (docs/benchmarks.md). It is a dependency on Linux;
 from __future__ import annotations
 
 import asyncio
-import importlib
 from typing import Any, Callable, Coroutine
 
 __all__ = ["EVENT_LOOPS", "loop_name", "run"]
@@ -25,13 +24,12 @@ def _factory(kind: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
     if kind == "asyncio":
         return None
     try:
-        uvloop = importlib.import_module("uvloop")
+        import uvloop
     except ImportError:
         if kind == "uvloop":
             raise
         return None
-    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
-    return factory
+    return uvloop.new_event_loop
 
 
 def run(main: Coroutine[Any, Any, Any], kind: str = "auto") -> Any:
