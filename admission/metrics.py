@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Histogram
 
-__all__ = ["BAD_HTTP", "DECISION_SECONDS", "FAIL_CLOSED", "FAIL_OPEN", "OPA_ATTEMPTS", "OPA_SECONDS", "OPA_RETRIES",
-           "OUTCOMES", "REQUESTS"]
+__all__ = ["BAD_HTTP", "DECISION_SECONDS", "FAIL_CLOSED", "FAIL_OPEN", "OPA_ATTEMPTS", "OPA_RESULTS", "OPA_SECONDS",
+           "OPA_SECONDS_BY_RESULT", "OPA_RETRIES", "OUTCOMES", "REQUESTS", "REQUESTS_BY_OUTCOME"]
 
 OUTCOMES = ("allowed", "patched", "denied", "fail_open", "fail_closed", "error", "aborted")
+OPA_RESULTS = ("ok", "undefined", "unavailable", "malformed", "request")
 
 REQUESTS = Counter(
     "fedplace_admission_requests_total",
@@ -15,8 +16,9 @@ REQUESTS = Counter(
     "internal, aborted: the client went away or was too slow to send its request).",
     ["outcome"],
 )
-for _o in OUTCOMES:
-    REQUESTS.labels(_o)
+# Each labelled series, resolved once: what every request counts skips the label lookup
+# (~1 µs each on the request path).
+REQUESTS_BY_OUTCOME = {o: REQUESTS.labels(o) for o in OUTCOMES}
 
 DECISION_SECONDS = Histogram(
     "fedplace_admission_decision_duration_seconds",
@@ -30,6 +32,7 @@ OPA_SECONDS = Histogram(
     ["result"],
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5),
 )
+OPA_SECONDS_BY_RESULT = {r: OPA_SECONDS.labels(r) for r in OPA_RESULTS}
 
 BAD_HTTP = Counter("fedplace_admission_bad_http_total",
                    "Malformed HTTP requests answered 400 by the HTTP layer before reaching the webhook.")

@@ -22,7 +22,7 @@ __all__ = ["query_decision"]
 
 def _attempted(result_label: str, seconds: float) -> None:
     metrics.OPA_ATTEMPTS.inc()
-    metrics.OPA_SECONDS.labels(result_label).observe(seconds)
+    metrics.OPA_SECONDS_BY_RESULT[result_label].observe(seconds)
 
 
 HOOKS = QueryHooks(attempt=_attempted, retry=metrics.OPA_RETRIES.inc)

@@ -187,7 +187,7 @@ class MutateHandler:
 
     def _account(self, review: AdmissionRequest, decision: Decision, outcome: OpaOutcome | None,
                  elapsed: float) -> None:
-        metrics.REQUESTS.labels(decision.outcome).inc()
+        metrics.REQUESTS_BY_OUTCOME[decision.outcome].inc()
         metrics.DECISION_SECONDS.observe(elapsed)
         if decision.outcome == "fail_open":
             metrics.FAIL_OPEN.inc()

@@ -24,11 +24,16 @@ __all__ = [
 ]
 
 
+# json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False), without building
+# an encoder on every call.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def canonical_value(value: Any) -> str:
     """The string an annotation holds for a policy-returned ``value``."""
     if isinstance(value, str):
         return value
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL.encode(value)
 
 
 def escape_json_pointer(token: str) -> str:

@@ -255,8 +255,7 @@ class OpaClient:
         seconds = timeout if timeout is not None else self.settings.timeout
         try:
             if self.settings.lean_http:
-                async with asyncio.timeout(seconds):
-                    answer = await self._get_pool().request(method, path, data, hdrs)
+                answer = await self._get_pool().request(method, path, data, hdrs, timeout=seconds)
                 raw, status, retry_after = answer.body, answer.status, _retry_after(answer.headers.get("retry-after"))
             else:
                 to = aiohttp.ClientTimeout(total=seconds)

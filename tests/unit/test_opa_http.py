@@ -122,6 +122,48 @@ async def test_a_cancelled_request_leaves_no_connection_behind(server: Any) -> N
     pool.close()
 
 
+async def test_the_timeout_bounds_the_answer_the_wait_for_a_slot_and_the_connect(server: Any) -> None:
+    release = asyncio.Event()
+
+    async def slow(request: web.Request) -> web.Response:
+        if request.query.get("slow"):
+            await release.wait()
+        return web.Response(text=request.query.get("n", ""))
+
+    url = await server(slow)
+    pool = OpaConnectionPool(url, limit=1)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(TimeoutError):  # the answer never comes
+        await pool.request("GET", "/?slow=1&n=late", timeout=0.2)
+    assert 0.2 <= loop.time() - started < 2
+    assert pool.connections == 0  # dropped: its late answer can never be read as another's
+
+    hanging = asyncio.create_task(pool.request("GET", "/?slow=1&n=first"))
+    await asyncio.sleep(0.05)
+    with pytest.raises(TimeoutError):  # the only slot is taken
+        await pool.request("GET", "/?n=second", timeout=0.1)
+    assert not hanging.done()
+    release.set()
+    assert (await hanging).body == b"first"
+    assert (await pool.request("GET", "/?n=next", timeout=1)).body == b"next"  # a timer cancelled, not fired
+    await asyncio.sleep(0.05)
+    assert pool.connections == 1
+    pool.close()
+
+    # a listener that never accepts: connecting does not end before the timeout
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(0)
+        host, port = sock.getsockname()
+        stuck = OpaConnectionPool(f"https://{host}:{port}")  # the TLS handshake never gets an answer
+        with pytest.raises(TimeoutError):
+            await stuck.request("GET", "/", timeout=0.2)
+        assert stuck.connections == 0
+        stuck.close()
+
+
 async def test_at_most_limit_connections(server: Any) -> None:
     busy = 0
     most = 0
