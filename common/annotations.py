@@ -13,7 +13,8 @@ All functions here are pure.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 __all__ = [
     "annotation_json_patch",
