@@ -47,7 +47,6 @@
 package io.k8s.federation.limitrange
 
 import data.io.k8s.federation.limitrange.quantity
-import data.io.k8s.federation.podspec
 import data.io.k8s.federation.replicated
 
 namespace := input.metadata.namespace
@@ -77,7 +76,7 @@ existing_pod if {
 
 # Whether the pack has anything to say about the object.
 applies if {
-	podspec.spec
+	_spec
 	ranges
 	not existing_pod
 }
@@ -98,11 +97,12 @@ constraint_fields := ["min", "max", "maxLimitRequestRatio"]
 # is an object.)
 raw_items := [{"pos": pos, "range": name, "index": index, "type": raw.type, "raw": raw} |
 	found := ranges
+	types := {"Container", "Pod"}
 	some pos, name in range_names
 	limits := found[name].spec.limits
 	is_array(limits)
 	some index, raw in limits
-	raw.type in {"Container", "Pod"}
+	raw.type in types
 ]
 
 # Every value of those items: {"pos", "range", "index", "type", "field", "r", "v"}.
@@ -118,8 +118,17 @@ _entries := [{
 	some r, v in values
 ]
 
+# The maps of quantities of those items ({r: v}), whatever their field.
+_value_maps := [values |
+	names := fields
+	some item in raw_items
+	some field, values in item.raw
+	field in names
+	is_object(values)
+]
+
 # Every resource those items name; no other resource is looked at.
-tracked := {e.r | some e in _entries}
+tracked := {r | some values in _value_maps; some r, _ in values}
 
 # Every quantity the decision needs, parsed once: {value: parsed quantity}
 # (quantity.parse_all, in its two parts).
@@ -130,22 +139,29 @@ _short := quantity.parse_short(_values)
 # The values not in the short form (usually none), parsed in full: the only
 # ones that can be malformed or beyond MaxMilliValue, so the checks for
 # those look here first.
-_unusual := {v: quantity.parse(v) | short := _short; some v in _values; not short[v]}
+_unusual := {v: quantity.parse(v) | some v in _values - object.keys(_short)}
 
 _malformed := {v | some v, q in _unusual; not q.ok}
 
 _big_values := {v | some v, q in _unusual; q.ok; not q.small}
 
-_values contains e.v if some e in _entries
-
 _values contains v if {
-	some c in containers
-	some _, v in c.requests
+	some values in _value_maps
+	some _, v in values
 }
 
 _values contains v if {
+	names := tracked
 	some c in containers
-	some _, v in c.limits
+	some r in names
+	v := c.resources.requests[r]
+}
+
+_values contains v if {
+	names := tracked
+	some c in containers
+	some r in names
+	v := c.resources.limits[r]
 }
 
 _values contains v if {
@@ -173,7 +189,8 @@ bounds_of := {field: [{"type": item.type, "field": field, "r": r, "q": q, "range
 # of a resource is the item's default, else its max; the default request the
 # item's defaultRequest, else that default limit, else its min. The first
 # LimitRange by name giving one wins; within one LimitRange its last
-# Container item. {r: {"q", "range", "field"}}.
+# Container item. {r: {"q", "range", "index", "field", "source": "default"}}
+# (source as the containers' values that come from it say it).
 default_limits := _defaults(["default", "max"])
 
 default_requests := _defaults(["defaultRequest", "default", "max", "min"])
@@ -181,7 +198,7 @@ default_requests := _defaults(["defaultRequest", "default", "max", "min"])
 # (Per Container item, the first of the fields in order naming the resource,
 # if its value parses.)
 _defaults(order) := {r: first[2] |
-	items := [item | some item in raw_items; item.type == "Container"]
+	items := _container_items
 	p := parsed
 	some r in tracked
 	candidates := sort([[item.pos, 0 - item.index, d] |
@@ -190,10 +207,12 @@ _defaults(order) := {r: first[2] |
 		[field, v] := found[0]
 		q := p[v]
 		q.ok
-		d := {"q": q, "range": item.range, "index": item.index, "field": field}
+		d := {"q": q, "range": item.range, "index": item.index, "field": field, "source": "default"}
 	])
 	first := candidates[0]
 }
+
+_container_items := [item | some item in raw_items; item.type == "Container"]
 
 # Malformed LimitRanges. (A malformed quantity is one of _malformed: the
 # short form takes none.)
@@ -232,18 +251,20 @@ range_errors contains msg if {
 
 # -- containers ----------------------------------------------------------------
 
-# App containers, then init containers; requests and limits of tracked
-# resources only, as written in the object: {"kind", "field", "index",
-# "sidecar", "name", "resources", "requests", "limits"}.
+# The pod spec. (Named in full: a rule read through the import makes regorus
+# evaluate the whole package.)
+_spec := data.io.k8s.federation.podspec.spec
+
+# App containers, then init containers: {"kind", "field", "index",
+# "sidecar", "name", "resources"}. The checks read the requests and limits
+# of tracked resources from resources (c.resources.requests[r]: undefined
+# unless both are objects), as written in the object.
 containers := array.concat(
 	[{
 		"kind": "container", "field": "containers", "index": i, "sidecar": false, "name": object.get(c, "name", ""),
 		"resources": object.get(c, "resources", null),
-		"requests": {r: v | some r in names; v := c.resources.requests[r]},
-		"limits": {r: v | some r in names; v := c.resources.limits[r]},
 	} |
-		names := tracked
-		list := object.get(podspec.spec, "containers", [])
+		list := object.get(_spec, "containers", [])
 		is_array(list)
 		some i, c in list
 	],
@@ -254,11 +275,8 @@ containers := array.concat(
 _init_containers := [{
 	"kind": "init container", "field": "initContainers", "index": i, "sidecar": object.get(c, "restartPolicy", "") == "Always",
 	"name": object.get(c, "name", ""), "resources": object.get(c, "resources", null),
-	"requests": {r: v | some r in names; v := c.resources.requests[r]},
-	"limits": {r: v | some r in names; v := c.resources.limits[r]},
 } |
-	names := tracked
-	list := object.get(podspec.spec, "initContainers", [])
+	list := object.get(_spec, "initContainers", [])
 	is_array(list)
 	some i, c in list
 ]
@@ -272,20 +290,22 @@ _init_containers := [{
 # units, on the exact path; only values _big_values holds can be).
 effective := [{"c": c, "requests": requests, "limits": limits, "big": big} |
 	p := parsed
-	default_limit := _default_limit_values
-	default_request := _default_request_values
+	names := tracked
+	default_limit := default_limits
+	default_request := default_requests
 	bigs := _big_values
 	some c in containers
-	c_limits := c.limits
-	c_requests := c.requests
+
+	# (c.resources.limits[r]: undefined unless both are objects; the
+	# defaults name tracked resources only)
 	limits := object.union(
-		{r: e | some r, e in default_limit; not c_limits[r]},
-		{r: {"q": p[v], "source": "explicit"} | some r, v in c_limits},
+		{r: e | some r, e in default_limit; not c.resources.limits[r]},
+		{r: {"q": p[v], "source": "explicit"} | some r in names; v := c.resources.limits[r]},
 	)
 	requests := object.union_n([
-		{r: e | some r, e in default_request; not c_requests[r]; not c_limits[r]},
-		{r: {"q": p[v], "source": "limit"} | some r, v in c_limits; not c_requests[r]},
-		{r: {"q": p[v], "source": "explicit"} | some r, v in c_requests},
+		{r: e | some r, e in default_request; not c.resources.requests[r]; not c.resources.limits[r]},
+		{r: {"q": p[v], "source": "limit"} | some r in names; v := c.resources.limits[r]; not c.resources.requests[r]},
+		{r: {"q": p[v], "source": "explicit"} | some r in names; v := c.resources.requests[r]},
 	])
 	big := {r |
 		bigs != set()
@@ -296,10 +316,6 @@ effective := [{"c": c, "requests": requests, "limits": limits, "big": big} |
 	}
 ]
 
-_default_limit_values := {r: object.union(d, {"source": "default"}) | some r, d in default_limits}
-
-_default_request_values := {r: object.union(d, {"source": "default"}) | some r, d in default_requests}
-
 # -- pod totals ----------------------------------------------------------------
 
 # Pod-level requests and limits (spec.resources) of cpu and memory.
@@ -307,7 +323,7 @@ _pod_level := {kind: values |
 	names := tracked
 	some kind in ["requests", "limits"]
 	values := {r: v |
-		level := podspec.spec.resources[kind]
+		level := _spec.resources[kind]
 		some r in ["cpu", "memory"]
 		r in names
 		v := level[r]
@@ -421,7 +437,7 @@ _kind_ops(c, kind, values) := [{"op": "add", "path": sprintf("%s/%s/%s", [_resou
 	is_object(c.resources[kind])
 } else := [{"op": "add", "path": sprintf("%s/%s", [_resources_path(c), kind]), "value": values}]
 
-_resources_path(c) := sprintf("%s/%s/%d/resources", [podspec.pointer, c.field, c.index])
+_resources_path(c) := sprintf("%s/%s/%d/resources", [data.io.k8s.federation.podspec.pointer, c.field, c.index])
 
 _escape(key) := replace(replace(key, "~", "~0"), "/", "~1")
 
@@ -477,9 +493,11 @@ violations contains msg if {
 	applies
 	_malformed != set()
 	p := parsed
+	names := tracked
 	some c in containers
 	some kind in ["requests", "limits"]
-	some r, v in c[kind]
+	some r in names
+	v := c.resources[kind][r]
 	q := p[v]
 	not q.ok
 	msg := sprintf("%s: %s %s \"%s\" %s", [_who(c), r, _singular(kind), q.text, q.error])
@@ -574,6 +592,7 @@ violations contains msg if {
 # The exact path: a bound or a value beyond MaxMilliValue.
 violations contains msg if {
 	applies
+	_big_values != set()
 	subs := subjects
 	some of_field in bounds_of
 	some b in of_field
@@ -584,13 +603,26 @@ violations contains msg if {
 
 violations contains msg if {
 	applies
+	_big_values != set()
 	by_field := bounds_of
-	some type, of_type in subjects
-	some s in of_type
+	some s in effective
 	some r in s.big
 	some field in ["min", "max"]
 	some b in by_field[field]
-	b.type == type
+	b.type == "Container"
+	b.r == r
+	msg := _message(s, b, _problem(field, s, r, b))
+}
+
+# (A pod total can be big without any value being.)
+violations contains msg if {
+	applies
+	by_field := bounds_of
+	some s in subjects.Pod
+	some r in s.big
+	some field in ["min", "max"]
+	some b in by_field[field]
+	b.type == "Pod"
 	b.r == r
 	msg := _message(s, b, _problem(field, s, r, b))
 }

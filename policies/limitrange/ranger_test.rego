@@ -444,3 +444,39 @@ test_values_beyond_max_milli_value if {
 	total := errors(pod([app({"limits": {"memory": "8P"}}), {"name": "b", "image": "x", "resources": {"limits": {"memory": "8P"}}}]), [lr("pod", [{"type": "Pod", "max": {"memory": "10P"}}])])
 	total == {`pod: memory limit total 16P exceeds max 10P (LimitRange "pod" in "shop")`}
 }
+
+# Only the values outside the short form are parsed in full (_unusual), and
+# only those can be beyond MaxMilliValue: without any, the exact path of the
+# checks is skipped (_big_values empty); a pod total beyond it is checked
+# exactly all the same (test_values_beyond_max_milli_value).
+unusual_values(obj) := {v | some v, _ in u} if {
+	u := limitrange._unusual with input as obj with data.kubernetes.limitranges as {"shop": {"limits": bounds}}
+}
+
+big_values(obj) := b if {
+	b := limitrange._big_values with input as obj with data.kubernetes.limitranges as {"shop": {"limits": bounds}}
+}
+
+usual_pod := pod([app({"requests": {"memory": "8Ti", "cpu": "250m"}, "limits": {"memory": "8Ti", "cpu": "1.5"}})])
+
+odd_pod := pod([app({"requests": {"memory": " 1Gi ", "cpu": "1e3"}, "limits": {"memory": "8Ei", "cpu": "x"}})])
+
+test_usual_values_are_all_in_the_short_form if {
+	u := unusual_values(usual_pod)
+	u == set()
+}
+
+test_usual_values_are_not_big if {
+	b := big_values(usual_pod)
+	b == set()
+}
+
+test_values_outside_the_short_form_are_unusual if {
+	u := unusual_values(odd_pod)
+	u == {" 1Gi ", "1e3", "8Ei", "x"}
+}
+
+test_big_values_are_among_the_unusual if {
+	b := big_values(odd_pod)
+	b == {"8Ei"}
+}
