@@ -15,7 +15,10 @@
 # another pack's (see policies/limitrange/README.md).
 package io.k8s.federation.admission
 
+# (In the common case there is nothing to report, and the violations are not
+# looked for: ranger.rego, "the common case".)
 errors contains msg if {
+	not data.io.k8s.federation.limitrange.common_case
 	some msg in data.io.k8s.federation.limitrange.violations
 }
 

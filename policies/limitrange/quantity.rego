@@ -165,6 +165,46 @@ parse_short(vs) := short if {
 	})
 }
 
+# The strings of the collection vs in the short form that are whole numbers of
+# milli-units and small (at most MaxMilliValue units), as their MilliValue:
+# {v: milli}, the same as parse(v).milli for each. The LimitRange pack's
+# common case compares only such values. Same matching as parse_short, and the
+# same arithmetic, without building parsed quantities. (For every suffix,
+# 1000 x factor is a multiple of the divisor: a whole number is always whole
+# milli-units.)
+short_milli(vs) := object.union(
+	{m[1]: milli |
+		some m in matches
+		m[3] == ""
+		milli := to_number(m[2]) * factors[m[4]]
+		milli <= 9223372036854775000 # max_milli_value x 1000
+	},
+	{m[1]: milli |
+		some m in matches
+		m[3] != ""
+		fp := m[3]
+		[factor, divisor] := short_factor[m[4]]
+		shift := pow10[count(fp)]
+		d := divisor * shift
+
+		# ip.fp x factor x 1000 / divisor, kept only when exact
+		x := ((((to_number(m[2]) * shift) + (to_number(concat("", ["1", fp])) - shift)) * factor) * 1000)
+		x % d == 0
+		milli := x / d
+		milli <= 9223372036854775000 # max_milli_value x 1000
+	},
+) if {
+	matches := regex.find_all_string_submatch_n(short_quoted, json.marshal(vs), -1)
+	factors := short_milli_factor
+	pow10 := _pow10
+}
+
+# 1000 x factor / divisor of each short_factor.
+short_milli_factor := {
+	"m": 1, "": 1000, "k": 1000000, "M": 1000000000, "G": 1000000000000, "T": 1000000000000000,
+	"Ki": 1024000, "Mi": 1048576000, "Gi": 1073741824000, "Ti": 1099511627776000,
+}
+
 # short_grammar, as a JSON string: the text, then ip, fp and suffix.
 short_quoted := `"((0|[1-9][0-9]{0,14})(?:\.([0-9]{1,6}))?(m|k|M|G|T|Ki|Mi|Gi|Ti|))"`
 

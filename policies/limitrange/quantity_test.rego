@@ -141,3 +141,15 @@ test_parse_short_takes_the_short_forms if {
 		q == quantity.parse(v)
 	}
 }
+
+# short_milli: the plain values as milli-units, nothing else.
+test_short_milli_takes_plain_whole_milli_values_only if {
+	m := quantity.short_milli(["250m", "0.5", "2", "1.5Gi", "300M", "0.001", "0", "8Ti", "0.5m", "0.0005", "1e3", " 1Gi ", "x", "9223372036854775", "8388608Ti", 5])
+	m == {"250m": 250, "0.5": 500, "2": 2000, "1.5Gi": 1610612736000, "300M": 300000000000, "0.001": 1, "0": 0, "8Ti": 8796093022208000}
+}
+
+test_short_milli_is_parse_milli if {
+	every v in ["250m", "0.5", "1.25", "1.5Gi", "0.125Gi", "100k", "7T", "0.5Ki"] {
+		quantity.short_milli([v])[v] == quantity.parse(v).milli
+	}
+}

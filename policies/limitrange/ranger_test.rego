@@ -480,3 +480,93 @@ test_big_values_are_among_the_unusual if {
 	b := big_values(odd_pod)
 	b == {"8Ei"}
 }
+
+# -- the common case ---------------------------------------------------------------
+#
+# It answers only for plain objects breaking nothing, and then as the rules
+# it stands in for would (the same defaults, no violation); anything else is
+# left to them (tests/packs/limitrange/test_differential.py compares the two
+# on generated cases too).
+
+common(obj, lrs) := [c, a, full, v] if {
+	ranges := {"shop": {r.metadata.name: r | some r in lrs}}
+	c := limitrange.common_case with input as obj with data.kubernetes.limitranges as ranges
+	a := limitrange.common_added with input as obj with data.kubernetes.limitranges as ranges
+	full := limitrange.added with input as obj with data.kubernetes.limitranges as ranges
+	v := limitrange.violations with input as obj with data.kubernetes.limitranges as ranges
+}
+
+# Not in the common case: common_case undefined, whatever the rest.
+uncommon(obj, lrs) if {
+	ranges := {"shop": {r.metadata.name: r | some r in lrs}}
+	not limitrange.common_case with input as obj with data.kubernetes.limitranges as ranges
+}
+
+plain_pod := pod([
+	app({"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}),
+	{"name": "b", "image": "x", "resources": {"limits": {"cpu": "0.5"}}},
+	{"name": "c", "image": "x"},
+])
+
+plain_ranges := [defaults, bounds, ratio_loose, pod_max_loose]
+
+ratio_loose := lr("burst", [{"type": "Container", "maxLimitRequestRatio": {"cpu": "10"}}])
+
+pod_max_loose := lr("pod", [{"type": "Pod", "max": {"memory": "3Gi", "cpu": "2.5"}}])
+
+test_the_common_case_gives_the_defaults_the_rules_give if {
+	[c, a, full, v] := common(plain_pod, plain_ranges)
+	c == true
+	a == full
+	a == {1: {"requests": {"memory": "128Mi"}, "limits": {"memory": "512Mi"}}, 2: {"limits": {"cpu": "500m", "memory": "512Mi"}, "requests": {"cpu": "100m", "memory": "128Mi"}}}
+	v == set()
+}
+
+test_the_common_case_decision_is_the_rules_decision if {
+	d := decide(plain_pod, plain_ranges)
+	count(d.errors) == 0
+	count(d.patches.limitrange) == 3
+	r := resources(plain_pod, plain_ranges, 1)
+	r == {"limits": {"cpu": "0.5", "memory": "512Mi"}, "requests": {"memory": "128Mi"}}
+}
+
+# Anything to explain goes to the rules, which explain it.
+test_a_violation_is_not_the_common_case if {
+	tight := lr("pod", [{"type": "Pod", "max": {"memory": "1Gi"}}])
+	uncommon(plain_pod, [defaults, tight])
+	e := errors(plain_pod, [defaults, tight])
+	e == {`pod: memory limit total 2Gi exceeds max 1Gi (LimitRange "pod" in "shop")`}
+}
+
+test_each_kind_of_violation_leaves_the_common_case if {
+	one := pod([app({"requests": {"cpu": "250m"}, "limits": {"cpu": "1"}})])
+	uncommon(one, [lr("min", [{"type": "Container", "min": {"cpu": "300m"}}])])
+	uncommon(one, [lr("min", [{"type": "Container", "min": {"cpu": "250m", "memory": "2Mi"}, "default": {"memory": "1Mi"}, "defaultRequest": {"memory": "1Mi"}}])])
+	uncommon(one, [lr("max", [{"type": "Container", "max": {"cpu": "500m"}}])])
+	uncommon(pod([app({"requests": {"memory": "2Gi"}})]), [lr("max", [{"type": "Container", "max": {"memory": "1Gi"}}])])
+	uncommon(pod([app({"limits": {"memory": "1Mi"}})]), [lr("min", [{"type": "Container", "min": {"memory": "2Mi"}}])])
+	uncommon(one, [lr("burst", [{"type": "Container", "maxLimitRequestRatio": {"cpu": "3"}}])])
+	uncommon(one, [lr("pod", [{"type": "Pod", "min": {"cpu": "500m"}}])])
+	uncommon(pod([app({"requests": {"cpu": "2"}})]), [lr("d", [{"type": "Container", "default": {"cpu": "1"}}])]) # defaulted limit below the request
+	[c, _, _, _] := common(one, [lr("fine", [{"type": "Container", "min": {"cpu": "250m"}, "max": {"cpu": "1"}, "maxLimitRequestRatio": {"cpu": "4"}}])])
+	c == true
+}
+
+test_unusual_objects_are_not_the_common_case if {
+	uncommon(pod([app({"requests": {"cpu": "0.5m"}})]), [defaults]) # finer than milli-units
+	uncommon(pod([app({"requests": {"cpu": "1e-1"}})]), [defaults]) # not the short form
+	uncommon(pod([app({"requests": {"cpu": 1}})]), [defaults]) # a number
+	uncommon(pod([app({"requests": {"memory": "9000000Ti"}})]), [defaults]) # beyond MaxMilliValue
+	with_init := object.union(pod([app({})]), {"spec": {"initContainers": [{"name": "i", "image": "x"}]}})
+	uncommon(with_init, [defaults])
+	pod_level := object.union(pod([app({})]), {"spec": {"resources": {"limits": {"cpu": "1"}}}})
+	uncommon(pod_level, [defaults])
+	uncommon(pod([app({})]), [lr("bad", [{"type": "Container", "default": "1"}])]) # a malformed LimitRange
+	uncommon(pod([app({})]), [lr("bad", [{"type": "Container", "default": {"cpu": "lots"}}])])
+}
+
+test_the_common_case_needs_the_pack_to_apply if {
+	uncommon(pod([app({})]), [])
+	running := object.union(pod([app({})]), {"status": {"phase": "Running"}})
+	uncommon(running, [defaults])
+}

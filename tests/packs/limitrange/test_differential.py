@@ -19,6 +19,7 @@ must agree on:
 from __future__ import annotations
 
 import random
+import re
 from typing import Any
 
 import pytest
@@ -39,20 +40,20 @@ POOLS = {
 RATIOS = ["1", "1.5", "2", "4", "10"]
 
 
-def _ordered(rng: random.Random, resource: str, n: int) -> list[str]:
+def _ordered(rng: random.Random, resource: str, n: int, pools: dict[str, list[str]] = POOLS) -> list[str]:
     """n values of the pool in increasing order (ties allowed)."""
-    values = sorted((rng.choice(POOLS[resource]) for _ in range(n)), key=parse)
+    values = sorted((rng.choice(pools[resource]) for _ in range(n)), key=parse)
     return values
 
 
-def limit_item(rng: random.Random) -> dict[str, Any]:
+def limit_item(rng: random.Random, pools: dict[str, list[str]] = POOLS) -> dict[str, Any]:
     type_ = rng.choice(["Container", "Container", "Container", "Pod"])
     item: dict[str, Any] = {"type": type_}
     for r in rng.sample(sorted(POOLS), rng.randint(1, 2)):
         fields = [f for f in ("min", "defaultRequest", "default", "max") if rng.random() < 0.3
                   and (type_ == "Container" or f in ("min", "max"))]
         # ValidateLimitRange: min <= defaultRequest <= default <= max, as stored (defaults applied)
-        for f, v in zip(fields, _ordered(rng, r, len(fields))):
+        for f, v in zip(fields, _ordered(rng, r, len(fields), pools)):
             item.setdefault(f, {})[r] = v
         if rng.random() < 0.25 and r == "cpu":
             item.setdefault("maxLimitRequestRatio", {})[r] = rng.choice(RATIOS)
@@ -80,23 +81,24 @@ def valid(item: dict[str, Any]) -> bool:
     return True
 
 
-def limitranges(rng: random.Random) -> list[dict[str, Any]]:
+def limitranges(rng: random.Random, pools: dict[str, list[str]] = POOLS) -> list[dict[str, Any]]:
     out = []
     for i in range(rng.choice([1, 1, 2, 3])):
-        items = [it for it in (limit_item(rng) for _ in range(rng.randint(1, 2))) if valid(it)]
+        items = [it for it in (limit_item(rng, pools) for _ in range(rng.randint(1, 2))) if valid(it)]
         out.append({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": f"lr-{i}", "namespace": "shop"},
                     "spec": {"limits": items}})
     return out
 
 
-def container(rng: random.Random, name: str, sidecar: bool = False) -> dict[str, Any]:
+def container(rng: random.Random, name: str, sidecar: bool = False,
+              pools: dict[str, list[str]] = POOLS) -> dict[str, Any]:
     c: dict[str, Any] = {"name": name, "image": "x"}
     if sidecar:
         c["restartPolicy"] = "Always"
     resources: dict[str, dict[str, str]] = {}
     for r in POOLS:
         has = [k for k in ("requests", "limits") if rng.random() < 0.5]
-        for k, v in zip(has, _ordered(rng, r, len(has))):  # request <= limit, as validation demands
+        for k, v in zip(has, _ordered(rng, r, len(has), pools)):  # request <= limit, as validation demands
             resources.setdefault(k, {})[r] = v
     if resources or rng.random() < 0.3:
         c["resources"] = resources
@@ -151,3 +153,64 @@ def test_pack_agrees_with_kubernetes(evaluator: str):
             if got != want or (not want and resources != exact(harness.resources_of(expected.pod))):
                 mismatches.append((i, lrs, submitted, sorted(want), sorted(got)))
     assert not mismatches, f"{len(mismatches)} of {2 * CASES} differ; first: {mismatches[0]}"
+
+
+def _rule(evaluator: str, obj: dict[str, Any], lrs: list[dict[str, Any]], rule: str) -> Any:
+    if evaluator == "opa":
+        return harness.decide_opa(obj, lrs, path=f"data.io.k8s.federation.limitrange.{rule}")
+    return harness.decide_engine(obj, lrs, path=("io", "k8s", "federation", "limitrange", rule))
+
+
+@pytest.mark.parametrize("evaluator", sorted(harness.EVALUATORS))
+def test_the_common_case_answers_as_the_rules_do(evaluator: str):
+    """ranger.rego's common case stands in for the rules only where it may: whenever it holds,
+    the rules find no violation and add the same defaults; on these cases it holds often enough
+    to matter, and is left to the rules otherwise (init containers, odd values, violations)."""
+    taken = 0
+    for i, (lrs, p) in enumerate(GENERATED):
+        for submitted in (p, set_defaults_pod(p)):
+            if _rule(evaluator, submitted, lrs, "common_case") is not True:
+                continue
+            taken += 1
+            violations = _rule(evaluator, submitted, lrs, "violations")
+            added = _rule(evaluator, submitted, lrs, "added")
+            common = _rule(evaluator, submitted, lrs, "common_added")
+            assert not violations and common == added, (i, lrs, submitted, violations, added, common)
+    assert 10 <= taken <= 2 * CASES - 60, taken
+
+
+# Plain values only (the short form, whole milli-units) and no init containers: the cases the
+# common case is for (about a fifth of them admitted and taking it: the bounds are random).
+PLAIN = {r: [v for v in values if re.fullmatch(r"(0|[1-9][0-9]*)(\.[0-9]+)?(m|k|M|G|Ki|Mi|Gi|)", v)
+             and parse(v)[1] % 10**6 == 0] for r, values in POOLS.items()}
+
+
+def plain_generated() -> list[tuple[list[dict[str, Any]], dict[str, Any]]]:
+    rng = random.Random(SEED + 1)
+    out = []
+    for _ in range(CASES):
+        lrs = limitranges(rng, PLAIN)
+        containers = [container(rng, f"c{i}", pools=PLAIN) for i in range(rng.randint(1, 5))]
+        out.append((lrs, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "shop"},
+                          "spec": {"containers": containers}}))
+    return out
+
+
+@pytest.mark.parametrize("evaluator", sorted(harness.EVALUATORS))
+def test_plain_objects_take_the_common_case_and_agree_with_kubernetes(evaluator: str):
+    taken = mismatches = 0
+    for i, (lrs, p) in enumerate(plain_generated()):
+        expected = admit(p, lrs)
+        common = _rule(evaluator, p, lrs, "common_case") is True
+        taken += common
+        assert common <= expected.allowed, (i, lrs, p)  # never stands in for a denial
+        if common:
+            assert _rule(evaluator, p, lrs, "common_added") == _rule(evaluator, p, lrs, "added"), (i, lrs, p)
+        decision = harness.decide(evaluator, p, lrs)
+        want = {(v.who, v.resource, v.what, v.limitrange) for v in expected.violations}
+        got = {harness.read(e) for e in decision.get("errors") or []}
+        got = {(who, r, what, "" if what == "request-above-limit" else lr) for who, r, what, lr in got}
+        resources = exact(harness.resources_of(set_defaults_pod(harness.patched(p, decision))))
+        mismatches += got != want or (not want and resources != exact(harness.resources_of(expected.pod)))
+    assert mismatches == 0
+    assert taken >= CASES // 6, taken  # 25 of 120 with this seed
