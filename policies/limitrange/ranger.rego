@@ -812,8 +812,8 @@ _plain if {
 }
 
 # Defaulting in milli-units, per container (same order as containers):
-# {"requests": {r: milli}, "limits": {r: milli}, "added": {"limits": {r: value},
-# "requests": {r: value}}} (what defaulting sets, as common_added gives it).
+# {"requests": {r: milli}, "limits": {r: milli}, "added_limits": {r: value},
+# "added_requests": {r: value}} (what defaulting sets, as common_added gives it).
 _common_defaults := {"limits": _common_default(["default", "max"]), "requests": _common_default(["defaultRequest", "default", "max", "min"])}
 
 # default_limits / default_requests as {r: value} (every value parses here).
@@ -828,24 +828,25 @@ _common_default(order) := {r: first[2] |
 	first := candidates[0]
 }
 
-# (A container's requests: the defaults, under its limits, under its requests.)
-_common_effective := [{"requests": requests, "limits": limits, "added": {"limits": added_limits, "requests": added_requests}} |
+# (A container's limits: the default limits under its own; its requests: the
+# default requests under its limits under its own requests. object.union's
+# right-hand side wins.)
+_common_effective := [{"requests": requests, "limits": limits, "added_limits": added_limits, "added_requests": added_requests} |
 	_plain
 	milli := _milli
 	names := tracked
 	defaults := _common_defaults
 	default_limit := defaults.limits
 	default_request := defaults.requests
+	default_limit_milli := {r: milli[v] | some r, v in default_limit}
+	default_request_milli := {r: milli[v] | some r, v in default_request}
 	some c in containers
 	explicit_limits := {r: milli[v] | some r in names; v := c.resources.limits[r]}
+	explicit_requests := {r: milli[v] | some r in names; v := c.resources.requests[r]}
 	added_limits := {r: v | some r, v in default_limit; not explicit_limits[r]}
-	added_requests := {r: v | some r, v in default_request; not c.resources.requests[r]; not explicit_limits[r]}
-	limits := object.union({r: milli[v] | some r, v in added_limits}, explicit_limits)
-	requests := object.union_n([
-		{r: milli[v] | some r, v in added_requests},
-		explicit_limits,
-		{r: milli[v] | some r in names; v := c.resources.requests[r]},
-	])
+	added_requests := {r: v | some r, v in default_request; not explicit_requests[r]; not explicit_limits[r]}
+	limits := object.union(default_limit_milli, explicit_limits)
+	requests := object.union_n([default_request_milli, explicit_limits, explicit_requests])
 ]
 
 # The pod totals: {"requests": {r: milli}, "limits": {r: milli}} over the
@@ -862,17 +863,6 @@ _common_total(kind) := {r: sum(parts) |
 # What the checks look at, by item type.
 _common_subjects := {"Container": _common_effective, "Pod": [_common_totals]}
 
-# The bounds of each constraint field: {field: [{"type", "r", "milli"}]}.
-_common_bounds := {field: [{"type": item.type, "r": r, "milli": milli[v]} |
-	some item in items
-	values := item.raw[field]
-	some r, v in values
-] |
-	milli := _milli
-	items := raw_items
-	some field in constraint_fields
-}
-
 # A constraint a subject breaks: the tests of the violations above, in
 # milli-units, which in the common case find exactly the violations (the
 # rules above then say which, and how). A min needs a request at least as
@@ -881,10 +871,11 @@ _common_bounds := {field: [{"type": item.type, "r": r, "milli": milli[v]} |
 # request. The subjects that are fine are counted: one pass per bound.
 _common_broken if {
 	subs := _common_subjects
-	some b in _common_bounds.min
-	of_type := subs[b.type]
-	r := b.r
-	bound := b.milli
+	milli := _milli
+	some item in raw_items
+	of_type := subs[item.type]
+	some r, v in item.raw.min
+	bound := milli[v]
 	low := {j | some j, s in of_type; s.limits[r] < bound}
 	fine := {j | some j, s in of_type; s.requests[r] >= bound; not low[j]}
 	count(fine) != count(of_type)
@@ -892,10 +883,11 @@ _common_broken if {
 
 _common_broken if {
 	subs := _common_subjects
-	some b in _common_bounds.max
-	of_type := subs[b.type]
-	r := b.r
-	bound := b.milli
+	milli := _milli
+	some item in raw_items
+	of_type := subs[item.type]
+	some r, v in item.raw.max
+	bound := milli[v]
 	high := {j | some j, s in of_type; s.requests[r] > bound}
 	fine := {j | some j, s in of_type; s.limits[r] <= bound; not high[j]}
 	count(fine) != count(of_type)
@@ -903,10 +895,11 @@ _common_broken if {
 
 _common_broken if {
 	subs := _common_subjects
-	some b in _common_bounds.maxLimitRequestRatio
-	of_type := subs[b.type]
-	r := b.r
-	bound := b.milli
+	milli := _milli
+	some item in raw_items
+	of_type := subs[item.type]
+	some r, v in item.raw.maxLimitRequestRatio
+	bound := milli[v]
 	fine := {j |
 		some j, subject in of_type
 		request := subject.requests[r]
@@ -928,7 +921,7 @@ _common_broken if {
 # A defaulted limit below the request (the API server would refuse the pod).
 _common_broken if {
 	some e in _common_effective
-	some r, _ in e.added.limits
+	some r, _ in e.added_limits
 	e.requests[r] > e.limits[r]
 }
 
@@ -941,7 +934,7 @@ common_case if {
 # added, in the common case.
 common_added := {k: adds |
 	some k, e in _common_effective
-	adds := {kind: texts | some kind, texts in e.added; texts != {}}
+	adds := {kind: texts | some [kind, texts] in [["limits", e.added_limits], ["requests", e.added_requests]]; texts != {}}
 	adds != {}
 }
 
