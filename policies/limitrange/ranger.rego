@@ -811,9 +811,7 @@ _plain if {
 	_values - object.keys(_milli) == set()
 }
 
-# Defaulting in milli-units, per container (same order as containers):
-# {"requests": {r: milli}, "limits": {r: milli}, "added_limits": {r: value},
-# "added_requests": {r: value}} (what defaulting sets, as common_added gives it).
+# The default limits and requests, {"limits": {r: value}, "requests": {r: value}}.
 _common_defaults := {"limits": _common_default(["default", "max"]), "requests": _common_default(["defaultRequest", "default", "max", "min"])}
 
 # default_limits / default_requests as {r: value} (every value parses here).
@@ -828,9 +826,12 @@ _common_default(order) := {r: first[2] |
 	first := candidates[0]
 }
 
-# (A container's limits: the default limits under its own; its requests: the
-# default requests under its limits under its own requests. object.union's
-# right-hand side wins.)
+# Defaulting in milli-units, per container (same order as containers):
+# {"requests": {r: milli}, "limits": {r: milli}, "added_limits": {r: value},
+# "added_requests": {r: value}} (what defaulting sets, as common_added gives
+# it). A container's limits: the default limits under its own; its requests:
+# the default requests under its limits under its own requests
+# (object.union's right-hand side wins).
 _common_effective := [{"requests": requests, "limits": limits, "added_limits": added_limits, "added_requests": added_requests} |
 	_plain
 	milli := _milli

@@ -103,15 +103,20 @@ async def test_a_connection_the_server_closed_while_idle_is_not_reused(server: A
     pool.close()
 
 
-async def test_a_cancelled_request_leaves_no_connection_behind(server: Any) -> None:
-    release = asyncio.Event()
+def held_until(release: asyncio.Event) -> Handler:
+    """A handler answering ``?n=`` with its value; with ``?slow=1``, only once ``release`` is set."""
 
     async def slow(request: web.Request) -> web.Response:
         if request.query.get("slow"):
             await release.wait()
         return web.Response(text=request.query.get("n", ""))
 
-    url = await server(slow)
+    return slow
+
+
+async def test_a_cancelled_request_leaves_no_connection_behind(server: Any) -> None:
+    release = asyncio.Event()
+    url = await server(held_until(release))
     pool = OpaConnectionPool(url)
     with pytest.raises(TimeoutError):
         async with asyncio.timeout(0.2):
@@ -124,13 +129,7 @@ async def test_a_cancelled_request_leaves_no_connection_behind(server: Any) -> N
 
 async def test_the_timeout_bounds_the_answer_the_wait_for_a_slot_and_the_connect(server: Any) -> None:
     release = asyncio.Event()
-
-    async def slow(request: web.Request) -> web.Response:
-        if request.query.get("slow"):
-            await release.wait()
-        return web.Response(text=request.query.get("n", ""))
-
-    url = await server(slow)
+    url = await server(held_until(release))
     pool = OpaConnectionPool(url, limit=1)
     loop = asyncio.get_running_loop()
     started = loop.time()

@@ -139,18 +139,29 @@ def test_cases_are_varied():
             "request-above-limit"} <= kinds
 
 
+def differs(evaluator: str, submitted: dict[str, Any], lrs: list[dict[str, Any]], expected: Any
+            ) -> tuple[set[tuple[str, str, str, str]], set[tuple[str, str, str, str]]] | None:
+    """None when the pack's decision on ``submitted`` is Kubernetes' outcome ``expected``
+    (the same violations; when admitted, the same resources), else (wanted, got) violations."""
+    want = {(v.who, v.resource, v.what, v.limitrange) for v in expected.violations}
+    decision = harness.decide(evaluator, submitted, lrs)
+    got = {harness.read(e) for e in decision.get("errors") or []}
+    got = {(who, r, what, "" if what == "request-above-limit" else lr) for who, r, what, lr in got}
+    resources = exact(harness.resources_of(set_defaults_pod(harness.patched(submitted, decision))))
+    if got != want or (not want and resources != exact(harness.resources_of(expected.pod))):
+        return want, got
+    return None
+
+
 @pytest.mark.parametrize("evaluator", sorted(harness.EVALUATORS))
 def test_pack_agrees_with_kubernetes(evaluator: str):
     mismatches = []
     for i, (lrs, p) in enumerate(GENERATED):
         expected = admit(p, lrs)
-        want = {(v.who, v.resource, v.what, v.limitrange) for v in expected.violations}
         for submitted in (p, set_defaults_pod(p)):
-            decision = harness.decide(evaluator, submitted, lrs)
-            got = {harness.read(e) for e in decision.get("errors") or []}
-            got = {(who, r, what, "" if what == "request-above-limit" else lr) for who, r, what, lr in got}
-            resources = exact(harness.resources_of(set_defaults_pod(harness.patched(submitted, decision))))
-            if got != want or (not want and resources != exact(harness.resources_of(expected.pod))):
+            found = differs(evaluator, submitted, lrs, expected)
+            if found:
+                want, got = found
                 mismatches.append((i, lrs, submitted, sorted(want), sorted(got)))
     assert not mismatches, f"{len(mismatches)} of {2 * CASES} differ; first: {mismatches[0]}"
 
@@ -206,11 +217,6 @@ def test_plain_objects_take_the_common_case_and_agree_with_kubernetes(evaluator:
         assert common <= expected.allowed, (i, lrs, p)  # never stands in for a denial
         if common:
             assert _rule(evaluator, p, lrs, "common_added") == _rule(evaluator, p, lrs, "added"), (i, lrs, p)
-        decision = harness.decide(evaluator, p, lrs)
-        want = {(v.who, v.resource, v.what, v.limitrange) for v in expected.violations}
-        got = {harness.read(e) for e in decision.get("errors") or []}
-        got = {(who, r, what, "" if what == "request-above-limit" else lr) for who, r, what, lr in got}
-        resources = exact(harness.resources_of(set_defaults_pod(harness.patched(p, decision))))
-        mismatches += got != want or (not want and resources != exact(harness.resources_of(expected.pod)))
+        mismatches += differs(evaluator, p, lrs, expected) is not None
     assert mismatches == 0
     assert taken >= CASES // 6, taken  # 25 of 120 with this seed
