@@ -106,6 +106,10 @@ async def query_within_deadline(
     # The last failure that was OPA's own, not an attempt cut short by the deadline:
     # that is what an operator needs to read in the denial.
     last_cause: str | None = None
+    # Whether the latest attempt was cut short by the deadline. Known here, not from the clock:
+    # the loop's timers may fire a little before time.monotonic() says the deadline passed
+    # (uvloop's clock has millisecond steps and is read once per turn of the loop).
+    cut_short = False
 
     def before_sleep(state: RetryCallState) -> None:
         if hooks.retry is not None:
@@ -117,7 +121,7 @@ async def query_within_deadline(
                         "deadline_left_s": round(deadline.remaining(), 3)})
 
     async def attempt_once() -> Any:
-        nonlocal attempts, last_cause
+        nonlocal attempts, last_cause, cut_short
         remaining = deadline.remaining()
         if remaining < MIN_ATTEMPT_SECONDS:
             raise OpaUnavailable("deadline exceeded before the attempt")
@@ -132,7 +136,8 @@ async def query_within_deadline(
             raise
         except OpaError as exc:
             result_label = error_kind(exc)
-            if not (timeout < attempt_timeout and "timed out" in exc.message):
+            cut_short = timeout < attempt_timeout and "timed out" in exc.message
+            if not cut_short:
                 last_cause = exc.message
             raise
         finally:
@@ -164,11 +169,11 @@ async def query_within_deadline(
         return OpaOutcome.undefined(attempts=attempts, query_path=query_path)
     except OpaUnavailable as exc:
         cause = exc.message
-        if last_cause is not None and (deadline.expired() or cause.startswith("deadline exceeded")):
+        if last_cause is not None and (cut_short or deadline.expired() or cause.startswith("deadline exceeded")):
             cause = last_cause  # the final attempt was only cut short by the deadline
         if exc.retry_after is not None and exc.retry_after >= deadline.remaining():
             cause = f"{cause} (Retry-After {exc.retry_after:g}s is beyond the {deadline.seconds:g}s deadline)"
-        elif deadline.expired() or "timed out" in cause:
+        elif cut_short or deadline.expired() or "timed out" in cause:
             cause = f"{cause} (deadline {deadline.seconds:g}s)"
         return OpaOutcome.failed("unavailable", cause, attempts=attempts, query_path=query_path)
     except OpaError as exc:
