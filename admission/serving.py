@@ -120,8 +120,8 @@ async def timing_middleware(request: web.Request, handler: Any) -> web.StreamRes
 
 
 async def send_now(request: web.Request, response: web.StreamResponse) -> None:
-    """Write ``response`` now, for the handler to return it already sent: what the handler does
-    after this call (metrics, the log line) runs while the client reads the answer.
+    """Write ``response`` now, for the handler to return it already sent: whatever the handler
+    does after this call happens once the client has its answer.
 
     The connection awaits its next request head from here on, as :func:`timing_middleware`
     would say once the handler returns. A client gone away is left to aiohttp, which closes the
