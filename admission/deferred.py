@@ -14,7 +14,8 @@ in the order queued:
   called just before the query is sent, schedules the run for the moment the
   request suspends, its query on the wire;
 * at the latest ``max_delay`` seconds after the oldest queued item, when no
-  request comes (a timer);
+  request comes (a timer), or as soon as ``max_items`` are queued (requests
+  that do not ask OPA, e.g. while no policy exists, never wait for it);
 * on :meth:`Deferred.flush`: before ``/metrics`` answers (a scrape counts every
   request answered before it) and at shutdown (after in-flight requests end).
 
@@ -35,8 +36,9 @@ log = logging.getLogger(__name__)
 class Deferred:
     """A queue of calls run later on the running event loop; see the module docstring."""
 
-    def __init__(self, max_delay: float = 0.05) -> None:
+    def __init__(self, max_delay: float = 0.05, max_items: int = 64) -> None:
         self.max_delay = max_delay
+        self.max_items = max_items
         self._queue: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._scheduled = False
@@ -47,7 +49,9 @@ class Deferred:
     def add(self, fn: Callable[..., Any], *args: Any) -> None:
         """Queue ``fn(*args)``; runs within ``max_delay`` seconds (call from the event loop)."""
         self._queue.append((fn, args))
-        if self._timer is None:
+        if len(self._queue) >= self.max_items:
+            self.run_while_waiting()
+        elif self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(self.max_delay, self.flush)
 
     def run_while_waiting(self) -> None:

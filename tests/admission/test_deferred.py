@@ -31,6 +31,18 @@ async def test_queued_work_runs_in_order_after_max_delay() -> None:
     assert ran == [1, 2] and len(deferred) == 0
 
 
+async def test_a_full_queue_runs_at_the_next_turn_of_the_loop() -> None:
+    deferred = Deferred(max_delay=3600, max_items=3)
+    ran: list[int] = []
+    deferred.add(ran.append, 1)
+    deferred.add(ran.append, 2)
+    await asyncio.sleep(0)
+    assert ran == []
+    deferred.add(ran.append, 3)
+    await asyncio.sleep(0)
+    assert ran == [1, 2, 3] and len(deferred) == 0
+
+
 async def test_run_while_waiting_runs_the_queue_once_the_current_task_suspends() -> None:
     deferred = Deferred(max_delay=60)
     ran: list[str] = []
