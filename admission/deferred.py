@@ -1,11 +1,12 @@
 """Bookkeeping that must not delay an answer, done while the webhook waits anyway.
 
 The metrics and the log line of a decision are of no use to the API server, yet
-done just after the answer they still delay it when the API server runs on the
-same machine: the kernel wakes the reader of the answer on the webhook's own
-CPU (a "sync" wakeup, which expects the writer to block next), where it waits
-until the webhook does. Measured at one request in flight over TLS, that tail
-cost ~0.06 ms of every answer (docs/benchmarks.md, "Admission webhook").
+done just after the answer they still delay the answers when the API server
+runs on the same machine: the reader of an answer is either woken on the
+webhook's own CPU (a "sync" wakeup, which expects the writer to block next) and
+waits there until the webhook does, or sends its next request while they still
+run. Measured at one request in flight over TLS, that tail cost ~0.06 ms of
+every answer (docs/benchmarks.md, "Admission webhook").
 
 So :class:`Deferred` queues such work (:meth:`Deferred.add`) and runs all of it,
 in the order queued:
