@@ -7,7 +7,7 @@ export NO_PROXY := 127.0.0.1,localhost,::1
 export no_proxy := $(NO_PROXY)
 export RUST_BACKTRACE := 0
 
-.PHONY: install test demo bench fuzz clean node-admit-demo
+.PHONY: install test test-real demo bench fuzz clean node-admit-demo
 
 install: $(STAMP)
 
@@ -24,6 +24,14 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 test: $(STAMP)
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# The whole suite against a real OPA and a real kube-apiserver (CI's conformance stage): both
+# FEDPLACE_TEST_OPA_URL and FEDPLACE_TEST_KUBECONFIG must be set, e.g. by
+# `eval "$$(../shared/real-servers/up)"`. README: "Tests against real servers".
+test-real: $(STAMP)
+	@test -n "$$FEDPLACE_TEST_OPA_URL" -a -n "$$FEDPLACE_TEST_KUBECONFIG" || { \
+	  echo "make test-real: set FEDPLACE_TEST_OPA_URL and FEDPLACE_TEST_KUBECONFIG (README: Tests against real servers)" >&2; exit 2; }
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 demo: $(STAMP)
