@@ -20,6 +20,7 @@ import pytest
 pytest_plugins = [
     "tests.fixtures.opa",
     "tests.fixtures.kube",
+    "tests.fixtures.proxy",
 ]
 
 # Local test servers must never be reached through a proxy.

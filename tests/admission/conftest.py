@@ -7,6 +7,7 @@ import asyncio
 import json
 import time
 import uuid
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable
 
@@ -185,6 +186,26 @@ async def ensure_namespace(api: client.ApiClient, name: str) -> None:
 
 @pytest.fixture
 async def harness(opa: Any, kube_api: client.ApiClient, kube_namespaces: ScratchNamespaces) -> AsyncIterator[Harness]:
+    """A started webhook asking the session's OPA."""
+    async with started_harness(opa, kube_api, kube_namespaces) as h:
+        yield h
+
+
+@pytest.fixture
+async def proxied_harness(opa_proxy: Any, kube_api: client.ApiClient,
+                          kube_namespaces: ScratchNamespaces) -> AsyncIterator[Harness]:
+    """A started webhook asking the session's OPA through the fault-injecting proxy
+    (tests/fixtures/proxy.py): ``h.opa_url`` is the proxy's, where faults are set."""
+    async with started_harness(opa_proxy, kube_api, kube_namespaces) as h:
+        try:
+            yield h
+        finally:
+            await opa_proxy.clear_faults()  # the cleanup below goes through the proxy too
+
+
+@asynccontextmanager
+async def started_harness(opa: Any, kube_api: client.ApiClient,
+                          kube_namespaces: ScratchNamespaces) -> AsyncIterator[Harness]:
     policy_ns = await kube_namespaces.create("fedplace-policy")
     await ensure_namespace(kube_api, "default")
     opa_client = OpaClient(OpaSettings(url=opa.url, token=opa.token))

@@ -1,8 +1,9 @@
 """The webhook over real HTTP, against the policy engine and the API server.
 
 No client is patched and no OPA result is faked: policies are PUT to the engine,
-policy ConfigMaps created through the API server, failures injected with the
-devstack's ``/_devstack/faults`` (those tests are ``devstack_only``).
+policy ConfigMaps created through the API server, failures injected by the
+fault-injecting proxy in front of OPA (``proxied_harness``, tests/fixtures/proxy.py),
+the same on the devstack and on real servers.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ def patched_object(obj: dict[str, Any], response: dict[str, Any]) -> dict[str, A
 
 
 async def inject(h: Harness, spec: dict[str, Any]) -> None:
+    """Set a fault on the proxy in front of OPA (``proxied_harness``)."""
     async with h.session.post(h.opa_url + "/_devstack/faults", json=spec) as resp:
         assert resp.status == 200, await resp.text()
 
@@ -322,14 +324,16 @@ FAULTS = [
      "request", "401", False, 0.9),
     ("timeout", {"fail": {"path": "/v1/data", "method": "POST", "status": 200, "count": -1, "delay": 1.5}},
      "unavailable", "timed out", True, 0.4),
+    # Every connection dropped before an answer (OPA crashing on each query).
+    ("cut", {"cut": {"path": "/v1/data", "method": "POST", "count": -1}},
+     "unavailable", "connection closed", True, 0.9),
 ]
 
 
-@pytest.mark.devstack_only
 @pytest.mark.parametrize("spec,cause,fragment,retried,timeout", [f[1:] for f in FAULTS], ids=[f[0] for f in FAULTS])
-async def test_engine_failures_fail_closed(harness: Harness, spec: dict[str, Any], cause: str, fragment: str,
+async def test_engine_failures_fail_closed(proxied_harness: Harness, spec: dict[str, Any], cause: str, fragment: str,
                                            retried: bool, timeout: float) -> None:
-    h = harness
+    h = proxied_harness
     await h.put_policy(ALLOW_WITH_ANNOTATION)
     hook = await h.start_webhook(deadline=1.0, opa={"timeout": timeout})
     await h.add_policy_configmap(webhooks=[hook])
@@ -348,9 +352,8 @@ async def test_engine_failures_fail_closed(harness: Harness, spec: dict[str, Any
     assert (await h.admit(replicaset(), webhook=hook))["allowed"] is True  # recovers at once
 
 
-@pytest.mark.devstack_only
-async def test_retried_until_success(harness: Harness) -> None:
-    h = harness
+async def test_retried_until_success(proxied_harness: Harness) -> None:
+    h = proxied_harness
     await h.put_policy(ALLOW_WITH_ANNOTATION)
     await h.add_policy_configmap()
     await inject(h, {"fail": {"path": "/v1/data", "method": "POST", "status": 503, "count": 2}})
@@ -363,9 +366,23 @@ async def test_retried_until_success(harness: Harness) -> None:
     assert d("fedplace_admission_requests_total", outcome="patched") == 1
 
 
-@pytest.mark.devstack_only
-async def test_retry_after_is_honoured(harness: Harness) -> None:
-    h = harness
+async def test_a_cut_connection_is_retried(proxied_harness: Harness) -> None:
+    """OPA's connection dropped before it answered (twice): the query is sent again, on a
+    new connection, and the third attempt decides."""
+    h = proxied_harness
+    await h.put_policy(ALLOW_WITH_ANNOTATION)
+    await h.add_policy_configmap()
+    await inject(h, {"cut": {"path": "/v1/data", "method": "POST", "count": 2}})
+    d = Delta()
+    obj = replicaset()
+    resp = await h.admit(obj)
+    assert patched_object(obj, resp)["metadata"]["annotations"] == {"fedplace.io/placed": "yes"}
+    assert d("fedplace_admission_opa_attempts_total") == 3
+    assert d("fedplace_admission_opa_retries_total") == 2
+
+
+async def test_retry_after_is_honoured(proxied_harness: Harness) -> None:
+    h = proxied_harness
     await h.put_policy(ALLOW_WITH_ANNOTATION)
     await h.add_policy_configmap()
     await inject(h, {"fail": {"path": "/v1/data", "method": "POST", "status": 429, "count": 1, "retry_after": 1}})
@@ -376,9 +393,8 @@ async def test_retry_after_is_honoured(harness: Harness) -> None:
     assert 0.95 <= elapsed < 2.0  # waited what the server asked (not the 20 ms backoff), within the deadline
 
 
-@pytest.mark.devstack_only
-async def test_retry_after_beyond_the_deadline_fails_closed_at_once(harness: Harness) -> None:
-    h = harness
+async def test_retry_after_beyond_the_deadline_fails_closed_at_once(proxied_harness: Harness) -> None:
+    h = proxied_harness
     await h.put_policy(ALLOW_WITH_ANNOTATION)
     await h.add_policy_configmap()
     await inject(h, {"fail": {"path": "/v1/data", "method": "POST", "status": 503, "count": -1,
@@ -449,9 +465,8 @@ async def test_ops_endpoints(harness: Harness) -> None:
 # -- graceful shutdown ---------------------------------------------------------------------
 
 
-@pytest.mark.devstack_only
-async def test_stop_finishes_in_flight_requests(harness: Harness) -> None:
-    h = harness
+async def test_stop_finishes_in_flight_requests(proxied_harness: Harness) -> None:
+    h = proxied_harness
     await h.put_policy(ALLOW_WITH_ANNOTATION)
     hook = await h.start_webhook()
     await h.add_policy_configmap(webhooks=[hook])
@@ -470,7 +485,6 @@ async def test_stop_finishes_in_flight_requests(harness: Harness) -> None:
 # -- OPA bearer token from a file, re-read when it changes -------------------------------------
 
 
-@pytest.mark.devstack_only
 async def test_token_file_rotation(harness: Harness, opa_auth: Any, tmp_path: Any) -> None:
     from common.opa_client import OpaClient, OpaSettings
 
