@@ -1,7 +1,7 @@
 """Issue 17, opa-kube-sync: a policy ConfigMap can neither open OPA nor jam it.
 
-Over HTTP against the devstack engine (OPA's own compiler) and API server,
-with the sync in-process: the ``system.*`` guard reads the package as OPA's
+Over HTTP against OPA and the API server (devstack or real; faults from the
+proxies of tests/fixtures/proxy.py), with the sync in-process: the ``system.*`` guard reads the package as OPA's
 parser does; size and rule limits hold before OPA sees a module; one write
 per module id is ever outstanding and ``/readyz``, a metric and an Event say
 when OPA stops answering in time; the status annotation is bounded and always
@@ -95,9 +95,9 @@ async def policies(kube, kube_api, kube_namespaces: ScratchNamespaces) -> Polici
 async def start_sync(sync_starter, policies: Policies) -> Callable[..., Awaitable[SyncApp]]:
     """test_sync's starter, for the policy namespace alone."""
 
-    async def start(*extra: str, ready: bool = True) -> SyncApp:
+    async def start(*extra: str, ready: bool = True, **servers: Any) -> SyncApp:
         return await sync_starter("--enable-data", "false", "--policy-namespace", policies.ns, *extra,
-                                  wait_ready=ready)
+                                  wait_ready=ready, **servers)
 
     return start
 
@@ -193,23 +193,25 @@ async def test_limits_are_checked_before_opa_sees_the_module(opa, policies, star
 
 
 async def test_the_issues_jamming_configmap_is_refused_by_default(opa, policies, start_sync):
-    """Issue 17.2: one valid 858 KB ConfigMap of 55,000 rules jammed OPA for good."""
-    await policies.put("jam", {"jam.rego": "package fedtest.jam\n\n" + rules(55_000, "rule_")})
+    """Issue 17.2: one valid 858 KB ConfigMap of 55,000 rules jammed OPA for good. The same
+    size and rule count here (an API server stores at most 1 MiB per object)."""
+    jam = "package fedtest.jam\n\n" + rules(55_000)
+    assert 850_000 < len(jam.encode()) < 860_000
+    await policies.put("jam", {"jam.rego": jam})
     await start_sync()
     status = await eventually(lambda: policies.status_is("jam", "error"), what="refused by default")
     assert status["errors"][0]["code"] == "fedplace_module_too_large"
     assert f"{policies.ns}/jam/jam.rego" not in await policy_ids(opa)
 
 
-@pytest.mark.devstack_only
-async def test_slow_opa_one_write_per_module_not_ready_metric_and_event(opa, policies, start_sync):
+async def test_slow_opa_one_write_per_module_not_ready_metric_and_event(opa, opa_proxy, policies, start_sync):
     """Issue 17.2: a write OPA takes longer than the timeout for is never sent again while OPA
     works on it; /readyz, fedplace_sync_opa_responsive and an Event say OPA is not answering."""
     await policies.put("p", {"a.rego": "package fedtest.slow\n\nx := 1\n"})
-    svc = await start_sync("--opa-timeout", "0.5")
+    svc = await start_sync("--opa-timeout", "0.5", opa=opa_proxy)
     assert await eventually(lambda: policies.status_is("p", "ok"), what="loaded")
-    await opa.clear_faults()  # forget the request counts of the start
-    await opa.set_faults({"latency": 2.5})
+    await opa_proxy.clear_faults()  # forget the request counts of the start
+    await opa_proxy.set_faults({"latency": 2.5})
     await policies.put("p", {"a.rego": "package fedtest.slow\n\nx := 2\n"})
 
     async def not_ready() -> bool:
@@ -221,11 +223,11 @@ async def test_slow_opa_one_write_per_module_not_ready_metric_and_event(opa, pol
     assert "fedplace_sync_opa_responsive 0.0" in metrics
     assert await eventually(lambda: policies.events("PolicyEngineNotResponding", "p"), 10, "an Event on the ConfigMap")
     await asyncio.sleep(4)  # several timeouts' worth: a client that re-sends would have sent again by now
-    faults = (await opa.request("GET", "/_devstack/faults"))[1]
+    faults = await opa_proxy.faults()
     puts = {k: v for k, v in faults["max_in_flight"].items() if k.startswith("PUT /v1/policies/")}
     assert puts == {f"PUT /v1/policies/{policies.ns}/p/a.rego": 1}, puts
 
-    await opa.set_faults({"latency": 0})
+    await opa_proxy.set_faults({"latency": 0})
     await eventually(lambda: _eq(result(opa, "fedtest/slow/x"), 2), 15, "the new version loaded")
     await eventually(lambda: _true(svc.is_ready()), 15, "ready again once OPA answers in time")
     _, metrics = await get(f"http://127.0.0.1:{svc.port}/metrics")
@@ -264,15 +266,15 @@ async def test_huge_opa_error_still_gives_a_bounded_status_and_the_full_first_er
     assert "rego_parse_error at " + f"{policies.ns}/p/a.rego:3" in events[0]["message"]
 
 
-@pytest.mark.devstack_only
-async def test_status_write_refused_by_the_api_server_is_retried(kube, opa, policies, start_sync):
+async def test_status_write_refused_by_the_api_server_is_retried(kube_proxy, opa, policies, start_sync):
     """Always written: a status PATCH the API server fails (503) is repeated, not forgotten."""
     await policies.put("p", {"a.rego": "package fedtest.st\n\nx := 1\n"})
-    await start_sync()
+    await start_sync(kube=kube_proxy)
     assert await eventually(lambda: policies.status_is("p", "ok"), what="ok")
-    await kube.set_faults({"fail": {"path": policies.path("p"), "method": "PATCH", "status": 503, "count": 3}})
+    await kube_proxy.set_faults({"fail": {"path": policies.path("p"), "method": "PATCH", "status": 503, "count": 3}})
     await policies.put("p", {"a.rego": "package fedtest.st\n\nx := \n"})
     assert await eventually(lambda: policies.status_is("p", "error"), 15, "the status written after the 503s")
+    assert (await kube_proxy.admin("GET", "faults"))["rules"][0]["count"] == 0  # after every 503
 
 
 # -- 4: conflicts across ConfigMaps ------------------------------------------------------------------------

@@ -1,7 +1,10 @@
-"""opa-kube-sync against the devstack engine and API server, over HTTP.
+"""opa-kube-sync against OPA and the API server (devstack or real), over HTTP.
 
 The sync runs in-process (SyncApp); every scenario ends by comparing
-OPA's data with the API server's state, object by object.
+OPA's data with the API server's state, object by object. Faults are injected
+by the proxies in front of the servers (``opa_proxy``, ``kube_proxy``:
+tests/fixtures/proxy.py), which the sync then talks through; restarts are real
+(``opa_process``).
 """
 
 from __future__ import annotations
@@ -163,9 +166,13 @@ async def world(kube, kube_api, opa):
 
 @pytest.fixture
 async def start_sync(kube, opa) -> AsyncIterator[Callable[..., Awaitable[SyncApp]]]:
+    """``start(*flags, opa=…, kube=…)``: a started sync, talking to the test's OPA and API
+    server unless told others (e.g. the fault-injecting proxies); stopped after the test."""
     services: list[SyncApp] = []
+    test_opa, test_kube = opa, kube
 
-    async def start(*extra: str, wait_ready: bool = True) -> SyncApp:
+    async def start(*extra: str, wait_ready: bool = True, opa: Any = None, kube: Any = None) -> SyncApp:
+        opa, kube = opa or test_opa, kube or test_kube
         argv = ["--opa-url", opa.url + "/v1", "--kubeconfig", str(kube.kubeconfig), "--listen", "127.0.0.1:0",
                 "--opa-check-interval", "0.2", "--replicate", "apps/v1/replicasets", *extra]
         svc = SyncApp(parse_args(argv))
@@ -249,25 +256,24 @@ async def test_noise_is_stripped_before_the_informer_caches_it(world, opa, start
     assert cache[f"{NS}/applied"]["metadata"]["annotations"] == {"keep": "me"}  # watched
 
 
-@pytest.mark.devstack_only
-async def test_a_burst_of_changes_is_written_as_json_patches(world, opa, start_sync, kube_namespaces):
+async def test_a_burst_of_changes_is_written_as_json_patches(world, opa, opa_proxy, start_sync, kube_namespaces):
     """Changes piling up while OPA is slow go out as JSON Patches of the collection;
     one a patch cannot carry (an object of a namespace OPA has not seen yet) makes
     that batch go object by object. OPA ends equal to the API server either way."""
     api = world
-    await start_sync()
+    await start_sync(opa=opa_proxy)
     fresh = kube_namespaces.reserve("burst")
     await create_ns(api, fresh)
-    await opa.clear_faults()  # also resets the per-request counts read below
-    await opa.set_faults({"latency": 1.0})  # each write takes a second: the burst piles up behind the first
+    await opa_proxy.clear_faults()  # also resets the per-request counts read below
+    await opa_proxy.set_faults({"latency": 1.0})  # each write takes a second: the burst piles up behind the first
     changes = [kube_json(api, "POST", RS.collection_path(NS), body=rs_body(f"burst{i}")) for i in range(20)]
     changes.append(kube_json(api, "POST", RS.collection_path(fresh),
                              body={**rs_body("first"), "metadata": {"name": "first", "namespace": fresh}}))
     changes.append(kube_json(api, "DELETE", RS.object_path("rs1", NS)))
     await asyncio.gather(*changes)
-    await opa.set_faults({"latency": 0})
+    await opa_proxy.set_faults({"latency": 0})
     await assert_in_sync(api, opa, RS, timeout=30)
-    _, faults = await opa.request("GET", "/_devstack/faults")
+    faults = await opa_proxy.faults()
     assert "PATCH /v1/data/kubernetes/replicasets" in faults["max_in_flight"], faults["max_in_flight"]
     assert f"PUT /v1/data/kubernetes/replicasets/{fresh}/first" in faults["max_in_flight"]
 
@@ -281,10 +287,9 @@ async def test_opa_token_file(kube, kube_api, opa_auth, tmp_path, start_sync):
     await assert_in_sync(kube_api, opa_auth, RS)
 
 
-@pytest.mark.devstack_only
-async def test_readiness_waits_for_the_initial_sync(world, opa, kube, start_sync):
-    await opa.set_faults({"fail": {"path": "/v1/data/kubernetes", "method": "PUT", "status": 503, "count": 3}})
-    svc = await start_sync(wait_ready=False)
+async def test_readiness_waits_for_the_initial_sync(world, opa, opa_proxy, start_sync):
+    await opa_proxy.set_faults({"fail": {"path": "/v1/data/kubernetes", "method": "PUT", "status": 503, "count": 3}})
+    svc = await start_sync(wait_ready=False, opa=opa_proxy)
     ok, reason = svc.ready()
     assert not ok and reason
     async with aiohttp.ClientSession() as s:
@@ -297,10 +302,9 @@ async def test_readiness_waits_for_the_initial_sync(world, opa, kube, start_sync
     await assert_in_sync(world, opa, RS)
 
 
-@pytest.mark.devstack_only
-async def test_watch_closed_mid_stream(world, opa, kube, start_sync):
-    api = world
-    svc = await start_sync()
+async def test_watch_closed_mid_stream(world, opa, kube_proxy, start_sync):
+    api, kube = world, kube_proxy
+    svc = await start_sync(kube=kube)
     await eventually(lambda: _watching(kube), what="the replication watch to be open")  # else nothing to cut
     await kube.close_watches()
     await kube_json(api, "POST", RS.collection_path(NS), body=rs_body("after-cut"))
@@ -309,10 +313,9 @@ async def test_watch_closed_mid_stream(world, opa, kube, start_sync):
     assert svc.replicators["replicasets"].informer.stats.watch_restarts >= 1
 
 
-@pytest.mark.devstack_only
-async def test_410_after_compaction_drops_objects_deleted_in_the_gap(world, opa, kube, start_sync):
-    api = world
-    svc = await start_sync()
+async def test_410_after_compaction_drops_objects_deleted_in_the_gap(world, opa, kube_proxy, start_sync):
+    api, kube = world, kube_proxy
+    svc = await start_sync(kube=kube)
     informer = svc.replicators["replicasets"].informer
     relists = informer.stats.relists
     # Cut the watch and keep it from coming back while the gap opens.
@@ -327,37 +330,36 @@ async def test_410_after_compaction_drops_objects_deleted_in_the_gap(world, opa,
     assert informer.stats.relists > relists
 
 
-@pytest.mark.devstack_only
-async def test_relist_while_opa_fails(world, opa, kube, start_sync):
+async def test_relist_while_opa_fails(world, opa, opa_proxy, kube_proxy, start_sync):
     """A relist whose collection PUT OPA refuses (503) is retried by the flusher, not dropped."""
-    api = world
-    svc = await start_sync()
+    api, kube = world, kube_proxy
+    svc = await start_sync(opa=opa_proxy, kube=kube)
     await kube.set_faults({"fail": {"path": RS.collection_path(), "method": "GET", "status": 503, "count": -1}})
     await kube.close_watches()
     await kube_json(api, "DELETE", RS.object_path("rs1", NS))
     await kube.compact()
-    await opa.set_faults({"fail": {"path": "/v1/data/kubernetes/replicasets", "method": "PUT", "status": 503,
-                                   "count": 4}})
+    await opa_proxy.set_faults({"fail": {"path": "/v1/data/kubernetes/replicasets", "method": "PUT", "status": 503,
+                                         "count": 4}})
     await kube.clear_faults()
     await assert_in_sync(api, opa, RS, timeout=10)
     assert svc.is_ready()
 
 
-@pytest.mark.devstack_only
-async def test_policy_change_while_opa_fails_is_repaired(world, opa, start_sync):
+async def test_policy_change_while_opa_fails_is_repaired(world, opa, opa_proxy, start_sync):
     api = world
     await put_configmap(api, "p", {"a.rego": "package fedtest.a\n\nx := 1\n"})
-    await start_sync("--policy-namespace", POLICY_NS)
+    await start_sync("--policy-namespace", POLICY_NS, opa=opa_proxy)
     await eventually(lambda: _status_is(api, "p", "ok"), what="ok status")
-    await opa.set_faults({"fail": {"path": "/v1/policies", "status": 503, "count": 6}})
+    await opa_proxy.set_faults({"fail": {"path": "/v1/policies", "status": 503, "count": 6}})
     await put_configmap(api, "p", {"a.rego": "package fedtest.a\n\nx := 2\n"})
     await eventually(lambda: _eq(opa_data(opa, "fedtest", "a", "x"), 2), 10, "the change loaded once OPA answers")
     assert (await policy_status(api, "p")) == {"status": "ok"}
     await assert_in_sync(api, opa, RS, policies=True)
 
 
-@pytest.mark.devstack_only
 async def test_opa_wiped_is_restored(world, opa, start_sync):
+    """Every policy and document lost (an OPA restart, as the sync sees it: through the
+    public API on a real OPA) is put back within seconds."""
     api = world
     svc = await start_sync("--policy-namespace", POLICY_NS)
     # "a-user" imports "b-lib": on a re-push it loads first, fails, and must be retried.
@@ -376,8 +378,8 @@ async def test_opa_wiped_is_restored(world, opa, start_sync):
     assert await generated_root_module(opa) == replicated_root.render("kubernetes")
 
 
-@pytest.mark.devstack_only
 async def test_opa_process_restart_is_restored(kube, kube_api, opa_process):
+    """A real restart (SIGKILL, then the same port): a real OPA with REAL_OPA_BIN."""
     api = kube_api
     await create_ns(api, NS)
     await kube_json(api, "POST", RS.collection_path(NS), body=rs_body("survivor"))
@@ -397,13 +399,30 @@ async def test_opa_process_restart_is_restored(kube, kube_api, opa_process):
         await svc.stop()
 
 
-@pytest.mark.devstack_only
-async def test_opa_500s_then_recovery(world, opa, start_sync):
+async def test_opa_500s_then_recovery(world, opa, opa_proxy, start_sync):
     api = world
-    await start_sync()
-    await opa.set_faults({"fail": {"path": "/v1/data", "method": "PUT", "status": 500, "count": 5}})
+    await start_sync(opa=opa_proxy)
+    await opa_proxy.set_faults({"fail": {"path": "/v1/data", "method": "PUT", "status": 500, "count": 5}})
     await kube_json(api, "POST", RS.collection_path(NS), body=rs_body("during-500s"))
     await kube_json(api, "DELETE", RS.object_path("rs1", NS))
+    await assert_in_sync(api, opa, RS, timeout=15)
+
+
+async def test_opa_connections_cut_while_writing_then_recovery(world, opa, opa_proxy, start_sync):
+    """Writes whose connection drops, before OPA saw them or after it applied them (the
+    answer lost), are written again until OPA holds the API server's state."""
+    api = world
+    await start_sync(opa=opa_proxy)
+    await opa_proxy.set_faults({"cut": {"path": "/v1/data/kubernetes", "count": 3}})
+    await opa_proxy.set_faults({"cut": {"path": "/v1/data/kubernetes", "count": 3, "forward": True}})
+    await kube_json(api, "POST", RS.collection_path(NS), body=rs_body("during-cuts"))
+    await kube_json(api, "DELETE", RS.object_path("rs1", NS))
+
+    async def every_cut_made() -> bool:
+        return all(r["count"] == 0 for r in (await opa_proxy.faults())["proxy_rules"])
+
+    await eventually(every_cut_made, 15, "the writes to meet every cut")
+    await kube_json(api, "POST", RS.collection_path(NS), body=rs_body("after-cuts"))
     await assert_in_sync(api, opa, RS, timeout=15)
 
 
