@@ -8,6 +8,12 @@ work there names its namespaces ``<prefix>-<random>``, deletes their contents
 itself (as the namespace controller would), and never waits for a namespace to
 go. CRDs are different: kube-apiserver itself finalizes them (their objects go
 with them), so :func:`delete_crd` does wait.
+
+Nor does a bare API server have the service-account controller, which gives
+every namespace its ``default`` ServiceAccount: kube-apiserver's ServiceAccount
+admission plugin refuses a Pod whose service account does not exist (403), on
+the devstack as on a real server. :func:`create_namespace` creates the
+namespace and that ServiceAccount, as the controller would.
 """
 
 from __future__ import annotations
@@ -21,8 +27,8 @@ from kubernetes_asyncio import client
 
 from common.kube_client import KubeApiError, kube_json
 
-__all__ = ["CRDS_PATH", "delete_crd", "delete_namespace", "empty_namespace", "install_crd", "namespaced_collections",
-           "unique_name"]
+__all__ = ["CRDS_PATH", "create_namespace", "delete_crd", "delete_namespace", "empty_namespace",
+           "ensure_default_service_account", "install_crd", "namespaced_collections", "unique_name"]
 
 CRDS_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
@@ -30,6 +36,29 @@ CRDS_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 def unique_name(prefix: str) -> str:
     """``<prefix>-<8 hex digits>``: a name no earlier test or run used."""
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+async def ensure_default_service_account(api: client.ApiClient, namespace: str) -> None:
+    """Create the ``default`` ServiceAccount of ``namespace`` unless it exists (the
+    service-account controller's job, which a bare API server does not do)."""
+    try:
+        await kube_json(api, "POST", f"/api/v1/namespaces/{namespace}/serviceaccounts",
+                        body={"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})
+    except KubeApiError as exc:
+        if exc.status != 409:
+            raise
+
+
+async def create_namespace(api: client.ApiClient, name: str, labels: dict[str, str] | None = None, *,
+                           exist_ok: bool = False) -> None:
+    """Create namespace ``name`` (``exist_ok``: a 409 is fine) and its ``default`` ServiceAccount."""
+    meta: dict[str, Any] = {"name": name, **({"labels": labels} if labels else {})}
+    try:
+        await kube_json(api, "POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace", "metadata": meta})
+    except KubeApiError as exc:
+        if not (exist_ok and exc.status == 409):
+            raise
+    await ensure_default_service_account(api, name)
 
 
 async def _discovery(api: client.ApiClient, path: str) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import logging
 import random
 from dataclasses import dataclass
@@ -17,10 +18,10 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from . import objects, patching
+from . import admission, objects, patching
 from .resources import BUILTIN, Registry, ResourceType, crd_types
 from .selectors import SelectorError, parse_field_selector, parse_label_selector
-from .status import ApiError, already_exists, bad_request, conflict, not_found
+from .status import ApiError, already_exists, bad_request, conflict, forbidden, not_found
 from .store import Collection, Entry, Store, Watcher, dumps, key_of
 from .webhooks import Attributes, Dispatcher
 
@@ -35,6 +36,17 @@ APPLY_PATCH = "application/apply-patch+yaml"
 NS = ("", "namespaces")
 CRDS = ("apiextensions.k8s.io", "customresourcedefinitions")
 MWC = ("admissionregistration.k8s.io", "mutatingwebhookconfigurations")
+SERVICE_ACCOUNTS = ("", "serviceaccounts")
+LIMIT_RANGES = ("", "limitranges")
+PRIORITY_CLASSES = ("scheduling.k8s.io", "priorityclasses")
+# kube-apiserver's system PriorityClasses (scheduling.SystemPriorityClasses), always present.
+SYSTEM_PRIORITY_CLASSES = (
+    {"metadata": {"name": "system-node-critical"}, "value": 2000001000,
+     "description": "Used for system critical pods that must not be moved from their current node."},
+    {"metadata": {"name": "system-cluster-critical"}, "value": 2000000000,
+     "description": "Used for system critical pods that must run in the cluster, but can be moved to another "
+                    "node if necessary."},
+)
 
 
 def qbool(value: str | None) -> bool:
@@ -81,17 +93,42 @@ class Api:
 
     # ---- lifecycle -----------------------------------------------------
     def reset(self) -> None:
-        """Initial state: built-in types, default namespaces, no CRDs, no webhooks; watches closed."""
+        """Initial state: built-in types, default namespaces, the system PriorityClasses, no CRDs,
+        no webhooks; watches closed."""
         self.store.clear()
         self.registry = Registry()
         for rt in BUILTIN:
             self.registry.add(rt)
-        ns_rt = self.registry.get("", "v1", "namespaces")
-        assert ns_rt is not None
-        coll = self.store.collection(ns_rt)
         for name in DEFAULT_NAMESPACES:
-            obj = objects.prepare_create(ns_rt, {"metadata": {"name": name}}, "")
-            self.store.put(coll, name, obj)
+            self._seed(NS, {"metadata": {"name": name}})
+        for body in SYSTEM_PRIORITY_CLASSES:
+            self._seed(PRIORITY_CLASSES, body)
+
+    def _seed(self, key: tuple[str, str], body: dict[str, Any]) -> None:
+        """Store a built-in object as kube-apiserver creates it at start-up (no admission)."""
+        rt = next(t for t in BUILTIN if t.collection_key == key)
+        obj = objects.prepare_create(rt, body, "")
+        objects.finish_create(rt, obj)
+        objects.finalize_create(rt, obj)
+        self.store.put(self.store.collection(rt), obj["metadata"]["name"], obj)
+
+    # ---- what the built-in admission plugins read (admission.Lookup) -----
+    def _items(self, key: tuple[str, str], namespace: str | None = None) -> list[dict[str, Any]]:
+        coll = self.store.collections.get(key)
+        if coll is None:
+            return []
+        return [entry.obj for _, _, entry in coll.scan(namespace, None)]
+
+    def service_account(self, namespace: str, name: str) -> dict[str, Any] | None:
+        coll = self.store.collections.get(SERVICE_ACCOUNTS)
+        entry = coll.items.get(key_of(namespace, name)) if coll else None
+        return entry.obj if entry else None
+
+    def limit_ranges(self, namespace: str) -> list[dict[str, Any]]:
+        return self._items(LIMIT_RANGES, namespace)
+
+    def priority_classes(self) -> list[dict[str, Any]]:
+        return self._items(PRIORITY_CLASSES)
 
     def rt(self, group: str, version: str, plural: str) -> ResourceType | None:
         return self.registry.get(group, version, plural)
@@ -111,10 +148,18 @@ class Api:
         return [e.obj for e in coll.items.values()] if coll else []
 
     async def _admit(self, a: Attributes) -> dict[str, Any] | None:
+        """Admission as kube-apiserver runs it: the built-in mutating plugins, the mutating
+        webhooks (each patch decoded and defaulted again; the built-in plugins run again after a
+        webhook changed the object), the built-in validating plugins."""
+        obj = admission.mutate(a, self)
         configs = self._webhook_configs()
-        if not configs:
-            return a.obj
-        return await self.dispatcher.admit(a, configs, self.namespace_labels)
+        if configs:
+            a = dataclasses.replace(a, obj=obj)
+            obj = await self.dispatcher.admit(a, configs, self.namespace_labels,
+                                              lambda o: objects.decode_defaults(a.rt, o),
+                                              lambda o: admission.mutate(dataclasses.replace(a, obj=o), self))
+        admission.validate(dataclasses.replace(a, obj=obj), self)
+        return obj
 
     # ---- helpers -------------------------------------------------------
     def _coll(self, t: Target) -> Collection:
@@ -315,6 +360,7 @@ class Api:
             obj["metadata"]["name"] = ""
         else:
             raise already_exists(t.rt.group, t.rt.plural, name)
+        objects.finalize_create(t.rt, obj)
         if t.rt.namespaced:
             self._require_namespace(t.namespace or "")
         if dry:
@@ -362,6 +408,7 @@ class Api:
                        {"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1"})
         new = await self._admit(a)
         assert new is not None
+        objects.finalize_update(t.rt, old_obj, new, t.sub)
         coll = self._coll(t)
         key = self._key(t, t.name)
         current = coll.items.get(key)
@@ -463,10 +510,17 @@ class Api:
                            {"name": t.name, "kind": "namespaces"})
         await self._admit(Attributes(t.rt, "DELETE", t.name, t.namespace or "", None, entry.served(t.rt), dry,
                                      options={"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1"}))
+        self._check_deletable(t, t.name)
         if dry:
             return self._delete_response(t, entry)
         last = self._remove(t, t.name)
         return self._delete_response(t, last)
+
+    @staticmethod
+    def _check_deletable(t: Target, name: str) -> None:
+        if t.rt.collection_key == PRIORITY_CLASSES and any(pc["metadata"]["name"] == name
+                                                          for pc in SYSTEM_PRIORITY_CLASSES):
+            raise forbidden(t.rt.group, t.rt.plural, name, "this is a system priority class and cannot be deleted")
 
     def _remove(self, t: Target, name: str) -> Entry:
         coll = self._coll(t)
@@ -510,6 +564,9 @@ class Api:
             name = entry.obj["metadata"]["name"]
             if t.rt.collection_key == NS and name in PROTECTED_NAMESPACES:
                 continue
+            if t.rt.collection_key == PRIORITY_CLASSES and any(pc["metadata"]["name"] == name
+                                                              for pc in SYSTEM_PRIORITY_CLASSES):
+                continue  # kube-apiserver's bootstrap puts them back at once
             await self._admit(Attributes(t.rt, "DELETE", name, t.namespace or "", None, entry.served(t.rt), dry,
                                          options={"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1"}))
             if dry:

@@ -1,6 +1,13 @@
 """Object semantics shared by every handler: decoding, type checks, metadata
 defaulting on create/update, generation, status subresource, per-type
 defaulting and validation. Pure functions (no store, no HTTP).
+
+The stages of a write, in kube-apiserver's order: :func:`prepare_create` /
+:func:`prepare_update` decode and default (what admission sees: on create no
+uid and ``creationTimestamp: null``); then admission runs; then
+:func:`finish_create` (the name from generateName) and :func:`finalize_create`
+/ :func:`finalize_update` (system fields, the registry strategy, validation of
+the admitted object).
 """
 
 from __future__ import annotations
@@ -14,8 +21,11 @@ import re
 import uuid
 from typing import Any
 
+from . import defaults, strategy
+from .quantity import QuantityError
+from .quantity import parse as parse_quantity
 from .resources import ResourceType
-from .status import ApiError, bad_request, invalid
+from .status import bad_request, invalid
 
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -96,8 +106,17 @@ def _random_suffix(n: int = 5) -> str:
     return "".join(random.choice(alphabet) for _ in range(n))
 
 
+def decode_defaults(rt: ResourceType, obj: dict[str, Any]) -> None:
+    """Defaulting at decode (:mod:`.defaults`); a quantity that does not parse is a 400, as a body
+    the API server cannot decode."""
+    try:
+        defaults.apply(rt.group, rt.plural, obj, builtin=not rt.custom)
+    except QuantityError as exc:
+        raise bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: {exc}') from None
+
+
 def prepare_create(rt: ResourceType, obj: dict[str, Any], namespace: str) -> dict[str, Any]:
-    """Default and validate a new object (without resourceVersion; the store assigns it)."""
+    """The decoded, defaulted new object admission sees (no uid yet, ``creationTimestamp: null``)."""
     obj = copy.deepcopy(obj)
     obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
     meta = obj["metadata"]
@@ -113,12 +132,8 @@ def prepare_create(rt: ResourceType, obj: dict[str, Any], namespace: str) -> dic
         raise invalid(rt.kind, rt.group, "", [("metadata.name", "Required value: name or generateName is required")])
     if meta.get("name"):
         check_name(rt, meta["name"])
-    meta["uid"] = str(uuid.uuid4())
-    meta["creationTimestamp"] = now()
-    if rt.has_generation:
-        meta["generation"] = 1
-    if rt.status_subresource and not (rt.group == "" and rt.plural == "namespaces"):
-        obj.pop("status", None)
+    meta["creationTimestamp"] = None
+    decode_defaults(rt, obj)
     default_and_validate(rt, obj, None)
     return obj
 
@@ -140,6 +155,27 @@ def finish_create(rt: ResourceType, obj: dict[str, Any]) -> str:
     if (rt.group, rt.plural) == ("", "namespaces"):
         meta["labels"] = {**(meta.get("labels") or {}), "kubernetes.io/metadata.name": meta["name"]}
     return meta["name"]
+
+
+def finalize_create(rt: ResourceType, obj: dict[str, Any]) -> None:
+    """System fields, the registry strategy and validation of an admitted, named new object."""
+    meta = obj["metadata"]
+    meta["uid"] = str(uuid.uuid4())
+    meta["creationTimestamp"] = now()
+    if rt.has_generation:
+        meta["generation"] = 1
+    if rt.status_subresource and rt.collection_key not in (("", "namespaces"), CRD_KEY) \
+            and rt.collection_key not in STRATEGY_STATUS:
+        obj.pop("status", None)
+    strategy.prepare_for_create(rt, obj)
+    validate_admitted(rt, obj)
+
+
+def finalize_update(rt: ResourceType, old: dict[str, Any], new: dict[str, Any], subresource: str = "") -> None:
+    """The registry strategy and validation of an admitted update."""
+    if not subresource:
+        strategy.prepare_for_update(rt, old, new)
+    validate_admitted(rt, new)
 
 
 def _spec_part(rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
@@ -179,6 +215,9 @@ def prepare_update(rt: ResourceType, old: dict[str, Any], new: dict[str, Any], s
             new["status"] = copy.deepcopy(old["status"])
         else:
             new.pop("status", None)
+    decode_defaults(rt, new)
+    if rt.status_subresource and "status" in old:
+        new["status"] = copy.deepcopy(old["status"])
     default_and_validate(rt, new, old)
     if rt.has_generation and _spec_part(rt, new) != _spec_part(rt, old):
         meta["generation"] = int(old_meta.get("generation", 1)) + 1
@@ -209,6 +248,75 @@ def default_and_validate(rt: ResourceType, obj: dict[str, Any], old: dict[str, A
     if size > TOTAL_ANNOTATION_SIZE_LIMIT:  # ValidateAnnotations, for every type
         raise invalid(rt.kind, rt.group, obj["metadata"].get("name", ""),
                       [("metadata.annotations", f"Too long: must have at most {TOTAL_ANNOTATION_SIZE_LIMIT} bytes")])
+
+
+MAX_DATA_SIZE = 1024 * 1024  # core.MaxSecretSize: a ConfigMap's or a Secret's data together
+CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
+STRATEGY_STATUS = (("", "pods"),) + tuple(strategy.EMPTY_STATUS)
+POD_SPEC_PATHS = {
+    ("", "pods"): ("spec",),
+    ("apps", "replicasets"): ("spec", "template", "spec"),
+    ("apps", "deployments"): ("spec", "template", "spec"),
+    ("apps", "statefulsets"): ("spec", "template", "spec"),
+    ("apps", "daemonsets"): ("spec", "template", "spec"),
+    ("batch", "jobs"): ("spec", "template", "spec"),
+    ("batch", "cronjobs"): ("spec", "jobTemplate", "spec", "template", "spec"),
+}
+
+
+def _data_size(values: Any, encoded: bool) -> int:
+    total = 0
+    for key, value in (values or {}).items() if isinstance(values, dict) else ():
+        if encoded:
+            try:
+                total += len(base64.b64decode(value or "", validate=True))
+            except (ValueError, TypeError):
+                raise bad_request(f"illegal base64 data in key {key!r}") from None
+        else:
+            total += len(str(value).encode())
+    return total
+
+
+def _resource_causes(spec: Any, path: str) -> list[tuple[str, str]]:
+    """``ValidateResourceRequirements``: a request above its limit (containers, then init containers)."""
+    causes = []
+    for kind in ("containers", "initContainers"):
+        for i, c in enumerate(spec.get(kind) or [] if isinstance(spec, dict) else []):
+            res = c.get("resources") if isinstance(c, dict) and isinstance(c.get("resources"), dict) else {}
+            limits, requests = res.get("limits") or {}, res.get("requests") or {}
+            for name in sorted(requests):
+                if name not in limits:
+                    continue
+                try:
+                    above = parse_quantity(requests[name]).value > parse_quantity(limits[name]).value
+                except QuantityError:
+                    continue
+                if above:
+                    causes.append((f"{path}.{kind}[{i}].resources.requests",
+                                   f'Invalid value: "{requests[name]}": must be less than or equal to {name} limit'))
+    return causes
+
+
+def validate_admitted(rt: ResourceType, obj: dict[str, Any]) -> None:
+    """What kube-apiserver's validation refuses after admission, for what the devstack checks:
+    ConfigMap and Secret data over 1 MiB (values' bytes, binary data decoded), a container
+    request above its limit (Pods and pod templates)."""
+    name = obj["metadata"].get("name", "")
+    key = rt.collection_key
+    causes: list[tuple[str, str]] = []
+    if key == ("", "configmaps"):
+        if _data_size(obj.get("data"), False) + _data_size(obj.get("binaryData"), True) > MAX_DATA_SIZE:
+            causes.append(("[]", f"Too long: must have at most {MAX_DATA_SIZE} bytes"))
+    elif key == ("", "secrets"):
+        if _data_size(obj.get("data"), True) > MAX_DATA_SIZE:
+            causes.append(("data", f"Too long: must have at most {MAX_DATA_SIZE} bytes"))
+    elif key in POD_SPEC_PATHS:
+        spec: Any = obj
+        for part in POD_SPEC_PATHS[key]:
+            spec = spec.get(part) if isinstance(spec, dict) else None
+        causes += _resource_causes(spec, ".".join(POD_SPEC_PATHS[key]))
+    if causes:
+        raise invalid(rt.kind, rt.group, name, causes)
 
 
 def _namespace(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
@@ -364,6 +472,34 @@ def _webhook_config(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] |
         raise invalid(rt.kind, rt.group, obj["metadata"].get("name", ""), causes)
 
 
+SYSTEM_PRIORITY_VALUES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
+HIGHEST_USER_PRIORITY = 1000000000
+
+
+def _priority_class(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    """``ValidatePriorityClass`` (reserved names, the user maximum) and the update rules."""
+    name = obj["metadata"].get("name") or ""
+    value = obj.get("value")
+    causes = []
+    if name.startswith("system-"):
+        known = SYSTEM_PRIORITY_VALUES.get(name)
+        err = (f"{name} is not a known system priority class" if known is None
+               else f"value of {name} PriorityClass must be {known}" if value != known
+               else f"globalDefault of {name} PriorityClass must be false" if obj.get("globalDefault") else "")
+        if err:
+            causes.append(("metadata.name", "Forbidden: priority class names with 'system-' prefix are reserved "
+                                            f"for system use only. error: {err}"))
+    elif isinstance(value, int) and value > HIGHEST_USER_PRIORITY:
+        causes.append(("value", f"Forbidden: maximum allowed value of a user defined priority is {HIGHEST_USER_PRIORITY}"))
+    if old is not None:
+        if value != old.get("value"):
+            causes.append(("value", "Forbidden: may not be changed in an update."))
+        if obj.get("preemptionPolicy") != old.get("preemptionPolicy"):
+            causes.append(("preemptionPolicy", "Invalid value: field is immutable"))
+    if causes:
+        raise invalid(rt.kind, rt.group, name, causes)
+
+
 _TYPE_RULES = {
     ("", "namespaces"): _namespace,
     ("", "secrets"): _secret,
@@ -372,5 +508,6 @@ _TYPE_RULES = {
     ("apiextensions.k8s.io", "customresourcedefinitions"): _crd,
     ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): _webhook_config,
     ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): _webhook_config,
+    ("scheduling.k8s.io", "priorityclasses"): _priority_class,
 }
 

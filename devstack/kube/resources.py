@@ -32,6 +32,7 @@ class ResourceType:
     return_deleted_object: bool = False
     extra_fields: tuple[str, ...] = ()   # field selectors beyond metadata.name/namespace
     name_rule: str = "subdomain"         # "subdomain" | "label" | "none"
+    watch_cache: bool = True             # False: kube-apiserver watches etcd directly (events)
 
     @property
     def api_version(self) -> str:
@@ -80,7 +81,7 @@ BUILTIN: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "secrets", "secret", "Secret", True, extra_fields=("type",)),
     ResourceType("", "v1", "limitranges", "limitrange", "LimitRange", True, ("limits",)),
     ResourceType("", "v1", "events", "event", "Event", True, ("ev",), allow_create_on_update=True,
-                 extra_fields=_EVENT_FIELDS),
+                 extra_fields=_EVENT_FIELDS, watch_cache=False),
     ResourceType("", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", True, ("sa",),
                  return_deleted_object=True),
     ResourceType("", "v1", "services", "service", "Service", True, ("svc",), ("all",), status_subresource=True,
@@ -110,7 +111,10 @@ BUILTIN: tuple[ResourceType, ...] = (
     ResourceType("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "clusterrolebinding",
                  "ClusterRoleBinding", False, name_rule="none"),
     ResourceType("coordination.k8s.io", "v1", "leases", "lease", "Lease", True, allow_create_on_update=True),
-    ResourceType("events.k8s.io", "v1", "events", "event", "Event", True, ("ev",), allow_create_on_update=True),
+    ResourceType("events.k8s.io", "v1", "events", "event", "Event", True, ("ev",), allow_create_on_update=True,
+                 watch_cache=False),
+    ResourceType("scheduling.k8s.io", "v1", "priorityclasses", "priorityclass", "PriorityClass", False, ("pc",),
+                 has_generation=True),
     ResourceType("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
                  "mutatingwebhookconfiguration", "MutatingWebhookConfiguration", False, has_generation=True,
                  categories=("api-extensions",)),

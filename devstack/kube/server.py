@@ -25,13 +25,20 @@ from devstack.faults import ADMIN_PREFIX, FaultInjector
 
 from . import resources
 from .handlers import Api, Target
-from .status import NOT_FOUND_PATH, ApiError, status_body
+from .status import NOT_FOUND_PATH, ApiError, PageNotFound, status_body
 from .webhooks import Dispatcher, ServiceResolver
 
 log = logging.getLogger("fedplace.kube")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 PUBLIC_PATHS = ("/version", "/version/", "/healthz", "/livez", "/readyz")
 API_KEY: web.AppKey["Api"] = web.AppKey("api", Api)
+MAX_REQUEST_BODY = 3 * 1024 * 1024  # kube-apiserver's MaxRequestBodyBytes
+
+
+def _page_not_found() -> web.Response:
+    """What Go's mux answers for a path no handler serves (an unknown API group, say)."""
+    return web.Response(status=404, text=PageNotFound.TEXT, content_type="text/plain", charset="utf-8",
+                        headers={"X-Content-Type-Options": "nosniff"})
 
 
 @dataclass
@@ -66,12 +73,18 @@ class Server:
         except ApiError as exc:
             status = exc.code
             return web.json_response(exc.body, status=exc.code, headers=exc.headers)
+        except PageNotFound:
+            status = 404
+            return _page_not_found()
         except web.HTTPException as exc:
             status = exc.status
             if exc.status == 404:
-                return web.json_response(NOT_FOUND_PATH.body, status=404)
+                return _page_not_found()
             if exc.status == 405:
                 return web.json_response(_method_not_allowed().body, status=405)
+            if exc.status == 413:
+                return web.json_response(status_body(413, f"Request entity too large: limit is {MAX_REQUEST_BODY}"),
+                                         status=413)
             return web.json_response(status_body(exc.status, exc.reason), status=exc.status)
         except (ConnectionResetError,):
             status = 499
@@ -99,7 +112,7 @@ class Server:
     # ---- app -------------------------------------------------------------------
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self.errors, self.auth, self.faults.middleware],
-                              client_max_size=16 * 1024 * 1024)
+                              client_max_size=MAX_REQUEST_BODY)
         app[API_KEY] = self.api
         self.faults.add_routes(app)
         app.router.add_post(f"{ADMIN_PREFIX}/close-watches", self.admin_close_watches)
@@ -174,7 +187,7 @@ class Server:
                 return self._get_only(request, resources.api_group_list(api.registry))
             group = parts[1]
             if not api.registry.group_versions(group):
-                raise NOT_FOUND_PATH
+                raise PageNotFound()
             if len(parts) == 2:
                 return self._get_only(request, resources.api_group(api.registry, group))
             version, rest = parts[2], parts[3:]

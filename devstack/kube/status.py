@@ -90,16 +90,33 @@ def bad_request(message: str) -> ApiError:
     return ApiError(400, message, "BadRequest")
 
 
+_CAUSE_REASONS = (("Required value", "FieldValueRequired"), ("Too long", "FieldValueTooLong"),
+                  ("Forbidden", "FieldValueForbidden"), ("Unsupported value", "FieldValueNotSupported"),
+                  ("Duplicate value", "FieldValueDuplicate"))
+
+
+def _cause_reason(message: str) -> str:
+    return next((reason for prefix, reason in _CAUSE_REASONS if message.startswith(prefix)), "FieldValueInvalid")
+
+
 def invalid(kind: str, group: str, name: str, causes: list[tuple[str, str]]) -> ApiError:
-    """422 Invalid; ``causes`` are (field, message) pairs, as field.ErrorList renders them."""
+    """422 Invalid; ``causes`` are (field, message) pairs, as field.ErrorList renders them
+    (the field ``[]`` is the whole object). The message names the kind qualified by its group."""
     msgs = [f"{field}: {msg}" for field, msg in causes]
     text = msgs[0] if len(msgs) == 1 else "[" + ", ".join(msgs) + "]"
     details: dict[str, Any] = {"name": name}
     if group:
         details["group"] = group
     details["kind"] = kind
-    details["causes"] = [{"reason": "FieldValueInvalid", "message": msg, "field": field} for field, msg in causes]
-    return ApiError(422, f'{kind} "{name}" is invalid: {text}', "Invalid", details)
+    details["causes"] = [{"reason": _cause_reason(msg), "message": msg, "field": field} for field, msg in causes]
+    qualified_kind = f"{kind}.{group}" if group else kind
+    return ApiError(422, f'{qualified_kind} "{name}" is invalid: {text}', "Invalid", details)
+
+
+def forbidden(group: str, plural: str, name: str, message: str) -> ApiError:
+    """403 Forbidden, as an admission plugin or the storage refuses: ``pods "x" is forbidden: …``."""
+    return ApiError(403, f'{qualified(group, plural)} "{name}" is forbidden: {message}', "Forbidden",
+                    _details(group, plural, name))
 
 
 def internal(message: str) -> ApiError:
@@ -108,3 +125,9 @@ def internal(message: str) -> ApiError:
 
 
 NOT_FOUND_PATH = ApiError(404, "the server could not find the requested resource", "NotFound", {})
+
+
+class PageNotFound(Exception):
+    """A path no API group serves: Go's mux answers it in plain text, not with a Status."""
+
+    TEXT = "404 page not found\n"

@@ -177,6 +177,8 @@ def encode_continue(rv: int, key: Key) -> str:
 
 
 def decode_continue(token: str) -> tuple[int, Key]:
+    """(RV, last key) of a continue token; RV -1 is an inconsistent continuation (list the
+    current state after the key), as handed out with a 410."""
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         doc = json.loads(raw)
@@ -187,8 +189,10 @@ def decode_continue(token: str) -> tuple[int, Key]:
             raise ValueError("bad start key")
         return rv, start[:-1]
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ApiError(400, f"continue key is not valid: {exc}", "BadRequest") from exc
+        raise ApiError(400, f"invalid continue token: continue key is not valid: {exc}", "BadRequest") from exc
 
+
+ETCD_MAX_REQUEST_BYTES = 1536 * 1024  # etcd's --max-request-bytes default; kube-apiserver stores the object in one request
 
 EXPIRED_CONTINUE = (
     "The provided continue parameter is too old to display a consistent list result. You can start a new list "
@@ -235,8 +239,12 @@ class Store:
         list_rv, start_after = self.rv, None
         if cont:
             list_rv, start_after = decode_continue(cont)
-            if list_rv < self.compacted_rv:
-                raise ApiError(410, EXPIRED_CONTINUE, "Expired")
+            if list_rv == -1:
+                list_rv = self.rv
+            elif list_rv < self.compacted_rv:
+                err = ApiError(410, EXPIRED_CONTINUE, "Expired")
+                err.body["metadata"] = {"continue": encode_continue(-1, start_after)}
+                raise err
         name = single_name(fields)
         if name is not None and (namespace or not coll.namespaced):
             entry = coll.items.get(key_of(namespace or "", name))
@@ -273,10 +281,18 @@ class Store:
         return self.rv
 
     def put(self, coll: Collection, key: Key, obj: dict[str, Any]) -> Entry:
-        """Store ``obj`` (a fresh dict, now owned by the store) at a new RV; ADDED or MODIFIED."""
-        rv = self.next_rv()
+        """Store ``obj`` (a fresh dict, now owned by the store) at a new RV; ADDED or MODIFIED.
+
+        An object whose encoding exceeds etcd's request limit is refused as kube-apiserver relays
+        etcd's refusal (500 without a reason); nothing changes then."""
+        rv = self.rv + 1
         obj["metadata"]["resourceVersion"] = str(rv)
         entry = Entry.of(obj)
+        if len(entry.body) > ETCD_MAX_REQUEST_BYTES:
+            err = ApiError(500, "etcdserver: request is too large")
+            del err.body["reason"]
+            raise err
+        self.rv = rv
         old = coll.items.get(key)
         coll.put(key, entry)
         self._emit(Event(rv, (coll.group, coll.plural), "MODIFIED" if old else "ADDED", entry, old))
@@ -322,7 +338,9 @@ class Store:
                     w.send(("ADDED", entry))
         else:
             if since < self.compacted_rv:
-                raise ApiError(410, f"too old resource version: {since} ({self.compacted_rv})", "Expired")
+                # the watch cache's wording; kinds without one are watched in etcd, which words it so
+                raise ApiError(410, f"too old resource version: {since} ({self.compacted_rv})" if w.rt.watch_cache
+                               else "The resourceVersion for the provided watch is too old.", "Expired")
             for ev in self._since(since):
                 if ev.coll == w.rt.collection_key:
                     seen = w.convert(ev)

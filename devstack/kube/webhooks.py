@@ -19,7 +19,10 @@ Contracts
   Ignore → skip that webhook.
 * Denial → ``admission webhook "<name>" denied the request: <message>`` with the
   response's code (raised to ≥ 400, 400 when absent) and reason.
-* reinvocationPolicy is accepted but webhooks are not reinvoked.
+* A patched object is decoded and defaulted again before the next webhook sees it.
+* Reinvocation as in kube-apiserver: when a webhook changed the object, the
+  in-tree mutating plugins run again, then the webhooks with
+  ``reinvocationPolicy: IfNeeded`` that saw an older version (once).
 """
 
 from __future__ import annotations
@@ -238,11 +241,32 @@ class Dispatcher:
         return resp_doc
 
     async def admit(self, a: Attributes, configs: list[dict[str, Any]],
-                    namespace_labels: Callable[[str], dict[str, str] | None]) -> dict[str, Any] | None:
-        """Run matching webhooks; returns the (possibly mutated) object or raises ApiError."""
+                    namespace_labels: Callable[[str], dict[str, str] | None],
+                    defaulter: Callable[[dict[str, Any]], None] | None = None,
+                    builtin: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> dict[str, Any] | None:
+        """Run matching webhooks; returns the (possibly mutated) object or raises ApiError.
+
+        A patched object is decoded afresh and ``defaulter`` applied to it, as kube-apiserver
+        decodes and defaults each webhook's result. When a webhook changed the object,
+        ``builtin`` (the in-tree mutating plugins) runs again, then the ``IfNeeded`` webhooks
+        whose view is out of date (kube-apiserver's reinvocation)."""
         if a.rt.group == "admissionregistration.k8s.io":
             return a.obj
-        obj = a.obj
+        state = _Reinvocation()
+        obj = await self._pass(a, a.obj, configs, namespace_labels, defaulter, state)
+        if state.should_reinvoke and obj is not None:
+            if builtin is not None:
+                obj = builtin(obj)
+            state.reinvoking = True
+            obj = await self._pass(a, obj, configs, namespace_labels, defaulter, state)
+        return obj
+
+    async def _pass(self, a: Attributes, obj: dict[str, Any] | None, configs: list[dict[str, Any]],
+                    namespace_labels: Callable[[str], dict[str, str] | None],
+                    defaulter: Callable[[dict[str, Any]], None] | None, state: "_Reinvocation") -> dict[str, Any] | None:
+        """One run over the webhooks (``dispatcher.Dispatch``)."""
+        if state.reinvoking and obj != state.last_output:
+            state.require_reinvoking_previously_invoked()  # the in-tree plugins changed it
         ns_labels = namespace_labels(a.namespace) if a.rt.namespaced and a.namespace else None
         for config in sorted(configs, key=lambda c: c["metadata"]["name"]):
             for hook in config.get("webhooks") or []:
@@ -251,6 +275,9 @@ class Dispatcher:
                 if not webhook_applies(hook, current, ns_labels):
                     continue
                 name = hook.get("name", "")
+                uid = (config["metadata"]["name"], name)
+                if state.reinvoking and uid not in state.to_reinvoke:
+                    continue
                 if a.dry_run and hook.get("sideEffects") not in ("None", "NoneOnDryRun"):
                     raise ApiError(400, f'admission webhook "{name}" does not support dry run', "BadRequest")
                 review = _review(current, obj)
@@ -268,12 +295,37 @@ class Dispatcher:
                 if patch and obj is not None:
                     try:
                         ops = json.loads(base64.b64decode(patch))
-                        obj = patching.json_patch(obj, ops)
+                        patched = patching.json_patch(obj, ops)
                     except (ValueError, binascii.Error, patching.PatchDecodeError, patching.PatchApplyError) as exc:
                         raise internal(f'failed calling webhook "{name}": JSON patch failed: {exc}') from exc
-                    if not isinstance(obj, dict):
+                    if not isinstance(patched, dict):
                         raise internal(f'webhook "{name}" patch produced a non-object')
+                    patched = json.loads(json.dumps(patched))
+                    if defaulter is not None:
+                        defaulter(patched)
+                    if patched != obj:
+                        state.require_reinvoking_previously_invoked()
+                        state.should_reinvoke = True
+                    obj = patched
+                if hook.get("reinvocationPolicy") == "IfNeeded":
+                    state.previously_invoked.add(uid)
+        state.last_output = obj
         return obj
+
+
+@dataclass
+class _Reinvocation:
+    """kube-apiserver's reinvocation context for one request."""
+
+    should_reinvoke: bool = False
+    reinvoking: bool = False
+    previously_invoked: set[tuple[str, str]] = field(default_factory=set)
+    to_reinvoke: set[tuple[str, str]] = field(default_factory=set)
+    last_output: Any = None
+
+    def require_reinvoking_previously_invoked(self) -> None:
+        self.to_reinvoke |= self.previously_invoked
+        self.previously_invoked = set()
 
 
 def denial(name: str, status: dict[str, Any]) -> ApiError:
