@@ -1,1 +1,1 @@
-"""fedplace-engine: an OPA-REST-compatible policy engine on regorus, for the devstack."""
+"""fedplace-engine: an OPA-REST-compatible policy engine on OPA's own compiler and evaluator, for the devstack."""

@@ -21,6 +21,9 @@ Contracts:
   (they are its ``details``, typed JSON the text does not carry) and are left out.
 * Each distinct module set (with its data) is compiled once (cached by
   content); a fresh ``OpaEngine`` per set, closed after use.
+* :func:`parse_module` gives a module OPA's parser accepted as a :class:`Module`:
+  OPA's AST of it (the builtin ``rego.parse_module``: the parsed module, without
+  locations), its package path and where its rules live.
 """
 
 from __future__ import annotations
@@ -33,8 +36,10 @@ from typing import Any, Mapping
 from opa_bindings.engine import OpaEngine, OpaError
 
 from common.opa_errors import ErrorEntry, split_errors  # shared with fedplace what-if
+from devstack.engine.store import Path
 
-__all__ = ["ErrorEntry", "Refused", "check_module", "check_modules", "parse_details", "rest_errors", "split_errors"]
+__all__ = ["ErrorEntry", "Module", "Refused", "check_module", "check_modules", "parse_details", "parse_module",
+           "rest_errors", "split_errors"]
 
 _REJECTIONS = ("parse_error", "prepare_error")  # the bindings' codes for "OPA refused the modules"
 
@@ -148,3 +153,43 @@ def check_modules(modules: Mapping[str, str], data: Mapping[str, Any] | None = N
     lies below a non-object.
     """
     _check(modules, compile_set=True, data=data)
+
+
+# -- modules as OPA parses them ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Module:
+    """A module OPA's parser accepted: ``ast`` is OPA's (``rego.parse_module``), ``package``
+    its path, ``heads`` the ground start of each rule's head reference under it (``p.q`` for
+    ``p.q[x] := …``): every data path a rule may define lies at or under one of them."""
+
+    id: str
+    raw: str
+    ast: dict[str, Any]
+    package: Path
+    heads: tuple[Path, ...]
+
+
+def _ground(terms: list[dict[str, Any]]) -> Path:
+    """The leading ground part of a head reference: its name, then its string terms."""
+    out = [str(terms[0]["value"])]
+    for term in terms[1:]:
+        if term.get("type") != "string":
+            break
+        out.append(term["value"])
+    return tuple(out)
+
+
+@lru_cache(maxsize=1)
+def _parser() -> OpaEngine:
+    return OpaEngine()  # no modules, no data: it only runs rego.parse_module
+
+
+def parse_module(module_id: str, raw: str) -> Module:
+    """``raw`` as OPA parses it (Rego v1); only for a module :func:`check_module` accepted."""
+    rows = _parser().eval_query("m := rego.parse_module(input.id, input.raw)", input={"id": module_id, "raw": raw})
+    ast = rows[0]["m"]
+    package = tuple(str(t["value"]) for t in ast["package"]["path"][1:])
+    heads = tuple(dict.fromkeys(package + _ground(r["head"]["ref"]) for r in ast.get("rules") or []))
+    return Module(module_id, raw, ast, package, heads)

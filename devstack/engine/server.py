@@ -8,7 +8,8 @@ requests and encodes answers. Every error body is ``{"code", "message"}``
 Devstack additions (never in OPA), under ``/_devstack`` (token required when
 one is configured): the shared fault injector (``devstack/faults.py``),
 ``POST /_devstack/reset`` (lose every policy and document, like a restart)
-and ``GET /_devstack/state`` (the evaluator's name and the counters of its data mirror).
+and ``GET /_devstack/state`` (counts, and the counters of OPA's evaluator: engines built,
+documents merged, engines dropped).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ __all__ = ["STATE_KEY", "make_app"]
 log = logging.getLogger("devstack.engine")
 
 MAX_BODY = 512 * 1024 * 1024
-IDLE_COMPACT_AFTER = 0.3  # seconds without requests before a pending reload runs in the background
+IDLE_WARM_AFTER = 0.3  # seconds without requests before OPA's engine is built and its queries prepared
 _FAULT_CODES = {400: "invalid_parameter", 401: "unauthorized", 404: "resource_not_found"}
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 STATE_KEY = web.AppKey("state", EngineState)
@@ -88,30 +89,24 @@ class Api:
         self.state = state
         self.faults = faults
         self.last_request = time.monotonic()
-        self._compact_handle: asyncio.TimerHandle | None = None
+        self._warm_handle: asyncio.TimerHandle | None = None
 
-    # -- background reload when idle ------------------------------------------------------------
+    # -- warm-up when idle ------------------------------------------------------------------------
 
-    def _schedule_compaction(self) -> None:
-        if self._compact_handle is None:
-            loop = asyncio.get_running_loop()
-            self._compact_handle = loop.call_later(IDLE_COMPACT_AFTER, self._compact)
-
-    def _compact(self) -> None:
-        self._compact_handle = None
-        evaluator = self.state.evaluator
+    def _warm(self) -> None:
+        self._warm_handle = None
         idle = time.monotonic() - self.last_request
-        if idle < IDLE_COMPACT_AFTER:
-            self._compact_handle = asyncio.get_running_loop().call_later(IDLE_COMPACT_AFTER - idle, self._compact)
+        if idle < IDLE_WARM_AFTER:
+            self._warm_handle = asyncio.get_running_loop().call_later(IDLE_WARM_AFTER - idle, self._warm)
             return
-        if evaluator.stale and self.state.packages:
+        if self.state.needs_warm:
             start = time.perf_counter()
-            evaluator.warm(self.state.tree)
-            log.debug("data reloaded while idle", extra={"ms": round((time.perf_counter() - start) * 1000, 1)})
+            self.state.warm()
+            log.debug("evaluator warmed while idle", extra={"ms": round((time.perf_counter() - start) * 1000, 1)})
 
     def _after_write(self) -> None:
-        if self.state.evaluator.stale and self.state.packages:
-            self._schedule_compaction()
+        if self.state.needs_warm and self._warm_handle is None:
+            self._warm_handle = asyncio.get_running_loop().call_later(IDLE_WARM_AFTER, self._warm)
 
     # -- health and admin -----------------------------------------------------------------------
 
@@ -128,8 +123,7 @@ class Api:
         return web.json_response({
             "policies": len(self.state.modules),
             "top_level_keys": len(self.state.tree),
-            "evaluator": self.state.evaluator.name,
-            "mirror": self.state.evaluator.counters(),
+            "evaluator": self.state.evaluator.counters(),
         })
 
     # -- policies -------------------------------------------------------------------------------

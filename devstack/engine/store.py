@@ -27,8 +27,8 @@ from typing import Any, Iterable
 from urllib.parse import unquote
 
 __all__ = [
-    "MISSING", "Path", "StoreError", "apply_patch", "bad_request", "delete", "fmt_path", "lookup", "non_empty",
-    "parse_pointer", "parse_url_path", "put", "read_path", "set_path",
+    "MISSING", "Path", "StoreError", "apply_patch", "bad_request", "delete", "fmt_path", "lookup", "parse_patch",
+    "parse_pointer", "parse_url_path", "put", "read_path",
 ]
 
 Path = tuple[str, ...]
@@ -145,18 +145,6 @@ def read_path(root: Any, path: Path) -> Any:
     return _walk(root, path, numbers_match_keys=False)
 
 
-def non_empty(root: Any, path: Path) -> bool:
-    """OPA's ``storage.NonEmpty``: data exists at ``path``, or its nearest existing
-    ancestor (below the root) is not an object. Used for rule/data conflicts."""
-    if lookup(root, path) is not MISSING:
-        return True
-    for i in range(len(path) - 1, 0, -1):
-        val = lookup(root, path[:i])
-        if val is not MISSING:
-            return not isinstance(val, dict)
-    return False
-
-
 # -- writes ----------------------------------------------------------------------------------
 
 ADD, REMOVE, REPLACE = "add", "remove", "replace"
@@ -264,13 +252,3 @@ def apply_patch(root: dict[str, Any], base: Path, ops: Any) -> dict[str, Any]:
     for op, rel, value in parse_patch(ops):
         root = write(root, op, base + rel, value)
     return root
-
-
-def set_path(root: Any, path: Path, value: Any) -> Any:
-    """Persistent ``mkdir -p`` + set with no checks (objects only); for mirrors of a tree."""
-    if not path:
-        return value
-    node = root if isinstance(root, dict) else {}
-    new = dict(node)
-    new[path[0]] = set_path(node.get(path[0], {}), path[1:], value)
-    return new

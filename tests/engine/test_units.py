@@ -1,13 +1,14 @@
-"""Pure parts of the engine: store semantics (OPA's in-memory store), Rego helpers, OPA's error texts."""
+"""Pure parts of the engine: store semantics (OPA's in-memory store), OPA's parse of a module, OPA's error texts."""
 
 from __future__ import annotations
 
 import pytest
 
-from devstack.engine import compiler, rego
+from devstack.engine import compiler
+from devstack.engine.evaluator import topdown_error
 from devstack.engine.state import conflict_view
 from devstack.engine.store import (
-    MISSING, StoreError, apply_patch, delete, lookup, non_empty, parse_pointer, parse_url_path, put, read_path,
+    MISSING, StoreError, apply_patch, delete, lookup, parse_pointer, parse_url_path, put, read_path,
 )
 
 
@@ -83,44 +84,27 @@ def test_reads():
     assert read_path(root, ("o", "k", "x")) == 1
 
 
-def test_non_empty_like_opa():
-    root = {"a": {"b": 1}, "s": 5}
-    assert non_empty(root, ("a", "b"))
-    assert not non_empty(root, ("a", "c"))
-    assert non_empty(root, ("s", "x", "y"))  # nearest ancestor is a scalar
-    assert not non_empty(root, ("z", "y"))
+# -- OPA's parse of a module ---------------------------------------------------------------------
 
 
-# -- rego --------------------------------------------------------------------------------------------
-
-
-def test_regorus_error_parsing_strips_backtrace():
-    text = ("\n--> ns/cm/key:2:7\n  |\n2 | allow { true }\n  |       ^\n"
-            "error: `if` keyword is required before rule body\n\nStack backtrace:\n   0: regorus::x")
-    err = rego.parse_regorus_error(text, "ns/cm/key", "rego_parse_error")
-    assert err == {"code": "rego_parse_error", "message": "`if` keyword is required before rule body",
-                   "location": {"file": "ns/cm/key", "row": 2, "col": 7}}
-
-
-def test_module_rule_paths():
+def test_module_package_and_rule_heads():
     src = ('package a["b-c"].d\n\ndefault allow := false\n\nallow if input.x\n\n'
-           'deny contains "m" if true\n\nf(x) := x\n\nm[k] := 1 if k := "z"\n\nq.r["s"] := 1\n')
-    mod = rego.parse_module("p", src)
+           'deny contains "m" if true\n\nf(x) := x\n\nm[k] := 1 if k := "z"\n\nq.r["s"] := 1\n\np[x].y := 2 if x := "a"\n')
+    mod = compiler.parse_module("p", src)
     assert mod.package == ("a", "b-c", "d")
-    kinds = {(r.path[3:], r.kind) for r in mod.rules}
-    assert kinds == {(("allow",), "default"), (("allow",), "complete"), (("deny",), "set"), (("f",), "function"),
-                     (("m",), "object"), (("q", "r", "s"), "complete")}
-    assert mod.ast()["package"]["path"][0] == {"type": "var", "value": "data"}
+    assert [h[3:] for h in mod.heads] == [("allow",), ("deny",), ("f",), ("m",), ("q", "r", "s"), ("p",)]
+    assert mod.ast["package"]["path"][0] == {"type": "var", "value": "data"}
+    assert [r["head"].get("name") for r in mod.ast["rules"]][:4] == ["allow", "allow", "deny", "f"]
 
 
-def test_rego_v0_is_refused_by_regorus_too():
-    with pytest.raises(rego.CompileError) as info:
-        rego.parse_module("p", "package p\n\nallow { true }\n")
-    assert info.value.errors[0]["code"] == "rego_parse_error"
-
-
-def test_ref_text_quotes_every_segment():
-    assert rego.ref_text(["a", 'q"x', 0]) == 'data["a"]["q\\"x"][0]'
+def test_topdown_error_reads_the_bindings_text():
+    assert topdown_error("eval_error", "1 error occurred: m.rego:7: eval_conflict_error: complete rules must not "
+                                       "produce multiple outputs") == {
+        "code": "eval_conflict_error", "message": "complete rules must not produce multiple outputs",
+        "location": {"file": "m.rego", "row": 7, "col": 1}}
+    assert topdown_error("x", "2 errors occurred:\nm:1: eval_type_error: a\nm:2: eval_type_error: b")["message"] == "a"
+    assert topdown_error("invalid_argument", "string contains a NUL character") == {
+        "code": "invalid_argument", "message": "string contains a NUL character"}
 
 
 # -- OPA's compiler texts ----------------------------------------------------------------------------
