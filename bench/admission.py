@@ -2,7 +2,7 @@
 
 Usage: .venv/bin/python bench/admission.py [--seconds 10] [--rounds 5] [--client auto|wrk|python]
        [--workers N] [--event-loops auto|uvloop,asyncio] [--opa-url URL [--opa-token-file PATH]]
-       [--kubeconfig PATH] [--evaluator regorus|opa]
+       [--kubeconfig PATH]
 
 The placement policy (policies/federation) over 10 replicated Clusters; the
 admitted object is a ReplicaSet (~1.6 KB) asking for EU jurisdiction and PCI

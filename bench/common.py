@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Sequence
+from urllib.parse import urlsplit
 
 import aiohttp
 from kubernetes_asyncio import client, config
@@ -31,8 +33,8 @@ from common.kube_client import KubeApiError, kube_json
 from devstack.launch import ServerProcess
 from devstack.scratch import delete_crd, delete_namespace, install_crd, unique_name
 
-__all__ = ["IGNORED", "Kube", "Opa", "Servers", "add_server_flags", "devstack_only", "pct", "post_all", "proc_mb",
-           "server_rss", "servers"]
+__all__ = ["IGNORED", "Kube", "Opa", "Servers", "add_server_flags", "devstack_only", "listener_pid", "pct", "post_all",
+           "proc_mb", "server_rss", "servers"]
 
 
 def pct(values: list[float], p: float) -> float:
@@ -49,6 +51,25 @@ def proc_mb(pid: int, field_name: str = "VmRSS") -> float:
         if line.startswith(field_name + ":"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def listener_pid(url: str) -> int | None:
+    """The pid of the local process listening on ``url``'s loopback port (this user's), else None."""
+    parsed = urlsplit(url)
+    if parsed.hostname not in ("127.0.0.1", "localhost") or parsed.port is None:
+        return None
+    inodes = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[3] == "0A" and int(fields[1].split(":")[1], 16) == parsed.port:  # 0A: LISTEN
+            inodes.add(f"socket:[{fields[9]}]")
+    for fd_dir in Path("/proc").glob("[0-9]*/fd"):
+        try:
+            if any(os.readlink(fd) in inodes for fd in fd_dir.iterdir()):
+                return int(fd_dir.parent.name)
+        except OSError:
+            continue
+    return None
 
 
 def server_rss(process: ServerProcess | None) -> str:
@@ -79,8 +100,8 @@ IGNORED = "not used by this benchmark (accepted so that one set of flags fits ev
 
 
 def add_server_flags(parser: argparse.ArgumentParser, *, opa: bool = False, kube: bool = False) -> None:
-    """``--opa-url``, ``--opa-token-file``, ``--kubeconfig``, ``--evaluator``; ``opa`` and
-    ``kube`` say which servers the benchmark uses (:func:`servers` starts or connects those)."""
+    """``--opa-url``, ``--opa-token-file``, ``--kubeconfig``; ``opa`` and ``kube`` say which
+    servers the benchmark uses (:func:`servers` starts or connects those)."""
     group = parser.add_argument_group(
         "servers", "default: start devstack servers; with these flags, use external ones (scratch servers: "
                    "see docs/benchmarks.md)")
@@ -89,9 +110,6 @@ def add_server_flags(parser: argparse.ArgumentParser, *, opa: bool = False, kube
     group.add_argument("--opa-token-file", metavar="PATH", help=IGNORED if not opa else "bearer token for --opa-url")
     group.add_argument("--kubeconfig", metavar="PATH", help=IGNORED if not kube else
                        "an external Kubernetes API server, instead of the devstack one")
-    group.add_argument("--evaluator", choices=("regorus", "opa"), default="regorus", help=IGNORED if not opa else
-                       "what the devstack engine evaluates with: regorus (default) or opa (OPA 1.20's own "
-                       "evaluator, in process); ignored with --opa-url")
     parser.set_defaults(uses_opa=opa, uses_kube=kube)
 
 
@@ -112,21 +130,20 @@ class Opa(_Server):
     url: str
     token_file: Path | None = None
     process: ServerProcess | None = None
-    evaluator: str = "regorus"  # of a devstack engine
     documents: set[str] = field(default_factory=set)
     policy_prefixes: set[str] = field(default_factory=set)
 
     @classmethod
-    def start(cls, tmp: Path, name: str = "engine", *extra: str, evaluator: str = "regorus") -> "Opa":
-        """A devstack engine evaluating with ``evaluator`` (stop it with :meth:`close`)."""
+    def start(cls, tmp: Path, name: str = "engine", *extra: str) -> "Opa":
+        """A devstack engine (stop it with :meth:`close`)."""
         proc = ServerProcess(name, ["-m", "devstack.engine", "--listen", "127.0.0.1:{port}", "--log-level", "warning",
-                                    "--evaluator", evaluator, *extra], "/health", tmp).start()
-        return cls(proc.url, process=proc, evaluator=evaluator)
+                                    *extra], "/health", tmp).start()
+        return cls(proc.url, process=proc)
 
     def describe(self) -> str:
         if self.external:
             return f"OPA: external {self.url}"
-        return f"OPA: devstack engine ({self.evaluator} evaluator), started by the benchmark"
+        return "OPA: devstack engine (OPA 1.20's compiler and evaluator in process), started by the benchmark"
 
     def headers(self) -> dict[str, str]:
         token = self.token_file.read_text().strip() if self.token_file else ""
@@ -269,9 +286,6 @@ async def servers(args: argparse.Namespace, tmp: Path, kube_args: Sequence[str] 
     for flag, used in (("opa_url", args.uses_opa), ("opa_token_file", args.uses_opa), ("kubeconfig", args.uses_kube)):
         if getattr(args, flag) and not used:
             print(f"note: --{flag.replace('_', '-')} ignored: {IGNORED}", file=sys.stderr)
-    if args.evaluator != "regorus" and (not args.uses_opa or args.opa_url):
-        print(f"note: --evaluator ignored: {IGNORED if not args.uses_opa else 'an external OPA evaluates'}",
-              file=sys.stderr)
     found = Servers()
     try:
         if args.uses_opa:
@@ -281,7 +295,7 @@ async def servers(args: argparse.Namespace, tmp: Path, kube_args: Sequence[str] 
                 await external.require_scratch()
                 found.opa = external
             else:
-                found.opa = Opa.start(tmp, evaluator=args.evaluator)
+                found.opa = Opa.start(tmp)
         if args.uses_kube:
             found.kube = await Kube.connect(args.kubeconfig, tmp, kube_args)
         yield found

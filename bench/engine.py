@@ -1,23 +1,24 @@
-"""Benchmark fedplace-engine over HTTP: query latency as data grows, writes, RSS.
+"""Benchmark fedplace-engine against a real OPA server, same workload, in one run.
 
-Usage: .venv/bin/python bench/engine.py [--queries 500] [--writes 2000] [--evaluator regorus|opa]
+Usage: .venv/bin/python bench/engine.py [--queries 500] [--rounds 30] [--writes 2000] [--concurrency 16]
        [--opa-url URL [--opa-token-file PATH]]
 
-Starts the engine as a subprocess on a free port (or uses the OPA of
-``--opa-url``, see bench/common.py), loads the federation
-placement policy (policies/federation), and at 10, 1,000 and 10,000
-replicated objects (a tenth of them Clusters, the rest ReplicaSets of a
-realistic size, ~0.6 KB) measures sequential admission queries (p50/p99).
+Always starts a devstack engine; with ``--opa-url`` (a scratch OPA, see
+bench/common.py) measures that OPA too, one server after the other, and prints
+each figure for both with the ratio engine / OPA. Without it, the OPA column
+says why it is empty.
 
-At 10,000 objects it then measures what a sync sidecar does — a single-object
-PUT (an update of an existing ReplicaSet, or a new one) followed by a query —
-and single-object PUT throughput. The baseline, measured in the same run, is a
-second engine started with ``--data-sync reload``: identical except that any
-write makes the next query reload all data into the interpreter (the naive
-design). ``--evaluator opa`` runs both engines on OPA's own evaluator
-(docs/devstack.md: its data is reloaded after every replacement anyway). Also printed: the GET /health round trip (the HTTP floor) and RSS.
-Against an external OPA the baseline, the engine's data-mirror counters and
-the RSS are devstack-only and skipped.
+Workload, per server: the federation placement policy (policies/federation),
+at 10, 1,000 and 10,000 replicated objects (a tenth of them Clusters, the rest
+ReplicaSets of a realistic size, ~0.6 KB), ``--queries`` sequential admission
+queries for a ReplicaSet and for a Deployment (the cluster selector): p50 and
+p99. At 10,000 objects: query throughput with ``--concurrency`` requests in
+flight; what a sync sidecar does, ``--rounds`` times per kind — a single-object
+PUT (an update of an existing ReplicaSet, or a new one), the query right after
+it, the same query again; ``--writes`` sequential single-object PUTs (their
+throughput) and the first query after them; the GET /health round trip (the
+HTTP floor); the server's RSS at the end (a local server's, found by its
+listening port when it is external).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +38,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import Opa, add_server_flags, devstack_only, pct, server_rss, servers  # noqa: E402
+from bench.common import Opa, add_server_flags, listener_pid, pct, proc_mb, servers  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 QUERY = "/v1/data/io/k8s/federation/admission"
@@ -46,6 +48,8 @@ RS_INPUT = {"input": {"apiVersion": "apps/v1", "kind": "ReplicaSet",
                           "policy.federation.alpha.kubernetes.io/pci-compliance-level": "2"}}}}
 # The same constraints on a Deployment: placed through the cluster selector (issue 18).
 DEPLOY_INPUT = {"input": {**RS_INPUT["input"], "kind": "Deployment"}}
+SIZES = (10, 1_000, 10_000)
+LARGE = SIZES[-1]
 
 
 def replicaset(i: int, gen: int = 0) -> dict[str, Any]:
@@ -83,129 +87,137 @@ async def timed(session: aiohttp.ClientSession, method: str, url: str, **kw: Any
     return (time.perf_counter() - t) * 1000
 
 
-async def load(s: aiohttp.ClientSession, url: str, n: int) -> None:
+async def load(s: aiohttp.ClientSession, url: str, n: int) -> float:
+    """The policy and ``n`` objects; returns the ms until the first query after them answered."""
     for name in ("lib.rego", "selector.rego", "placement.rego"):
         src = (ROOT / "policies/federation" / name).read_text()
         async with s.put(f"{url}/v1/policies/bench/{name}", data=src) as r:
             assert r.status == 200, await r.text()
+    t = time.perf_counter()
     await timed(s, "PUT", f"{url}/v1/data/kubernetes", json=objects(n))
-    await timed(s, "POST", url + QUERY, json=RS_INPUT)  # warm: the first query loads the data
+    await timed(s, "POST", url + QUERY, json=RS_INPUT)
+    return (time.perf_counter() - t) * 1000
 
 
-async def interleaved(s: aiohttp.ClientSession, url: str, rounds: int, n: int,
-                      kinds: tuple[str, ...] = ("update", "add")) -> dict[str, dict[str, list[float]]]:
-    """What a sync sidecar does: single-object PUTs, each followed by a query.
+@dataclass
+class Figures:
+    """What one server measured: latencies (ms) by name, single figures by name."""
 
-    The kinds alternate round by round (update an existing ReplicaSet, add a new
-    one) so machine noise hits both alike. Per kind: PUT latency, latency of the
-    query right after it, and the query a second time (no write in between).
-    """
-    out = {k: {"put": [], "query_after": [], "query_again": []} for k in kinds}
-    for r in range(rounds):
-        for kind in kinds:
-            i = r % (n - n // 10)
-            name = f"rs{i}" if kind == "update" else f"new{r}"
-            out[kind]["put"].append(await timed(s, "PUT", f"{url}/v1/data/kubernetes/replicasets/ns{i % 20}/{name}",
-                                                json=replicaset(i, gen=r + 1)))
-            out[kind]["query_after"].append(await timed(s, "POST", url + QUERY, json=RS_INPUT))
-            out[kind]["query_again"].append(await timed(s, "POST", url + QUERY, json=RS_INPUT))
-    return out
+    what: str
+    series: dict[str, list[float]] = field(default_factory=dict)
+    single: dict[str, float] = field(default_factory=dict)
 
 
-async def mirror_counters(s: aiohttp.ClientSession, opa: Opa) -> str:
-    """The devstack engine's data-mirror counters over the run (GET /_devstack/state)."""
-    if opa.external:
-        return devstack_only("the data mirror counters (/_devstack/state)")
-    async with s.get(opa.url + "/_devstack/state") as r:
-        m = (await r.json())["mirror"]
-    return (f"{m['rebuilds']} full reloads, {m['merges']} merged additions, {m['overlays']} overlay replacements, "
-            f"{m['removals']} removals")
+async def throughput(s: aiohttp.ClientSession, url: str, total: int, concurrency: int) -> float:
+    todo = iter(range(total))
+
+    async def worker() -> None:
+        for _ in todo:
+            async with s.post(url + QUERY, json=RS_INPUT) as resp:
+                await resp.read()
+                assert resp.status == 200
+
+    t = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return total / (time.perf_counter() - t)
+
+
+async def measure(opa: Opa, args: argparse.Namespace) -> Figures:
+    fig = Figures(opa.describe())
+    async with opa.session() as s:
+        url = opa.url
+        for n in SIZES:
+            fig.single[f"load {n}"] = await load(s, url, n)
+            fig.series[f"rs {n}"] = [await timed(s, "POST", url + QUERY, json=RS_INPUT) for _ in range(args.queries)]
+            fig.series[f"deploy {n}"] = [await timed(s, "POST", url + QUERY, json=DEPLOY_INPUT)
+                                         for _ in range(args.queries)]
+        fig.single["throughput"] = await throughput(s, url, args.queries * 4, args.concurrency)
+        for r in range(args.rounds):  # the kinds alternate round by round: machine noise hits both alike
+            for kind in ("update", "add"):
+                i = r % (LARGE - LARGE // 10)
+                name = f"rs{i}" if kind == "update" else f"new{r}"
+                put = await timed(s, "PUT", f"{url}/v1/data/kubernetes/replicasets/ns{i % 20}/{name}",
+                                  json=replicaset(i, gen=r + 1))
+                after = await timed(s, "POST", url + QUERY, json=RS_INPUT)
+                again = await timed(s, "POST", url + QUERY, json=RS_INPUT)
+                for key, value in (("put", put), ("after", after), ("again", again), ("round", put + after)):
+                    fig.series.setdefault(f"{kind} {key}", []).append(value)
+        t = time.perf_counter()
+        for i in range(args.writes):
+            await timed(s, "PUT", f"{url}/v1/data/kubernetes/replicasets/ns{i % 20}/rs{i}", json=replicaset(i, gen=i + 7))
+        fig.single["writes/s"] = args.writes / (time.perf_counter() - t)
+        fig.single["after burst"] = await timed(s, "POST", url + QUERY, json=RS_INPUT)
+        fig.series["health"] = [await timed(s, "GET", url + "/health") for _ in range(300)]
+    pid = opa.process.proc.pid if opa.process is not None and opa.process.proc is not None else listener_pid(opa.url)
+    fig.single["rss"] = proc_mb(pid) if pid is not None else float("nan")
+    return fig
+
+
+def report(engine: Figures, opa: Figures | None, why_not: str, args: argparse.Namespace) -> None:
+    med = statistics.median
+
+    def cells(value: Any, fmt: str) -> str:
+        get = (lambda f: value(f)) if callable(value) else (lambda f: f.single[value])
+        mine = get(engine)
+        if opa is None:
+            return f"| {mine:{fmt}} | — | — |"
+        theirs = get(opa)
+        return f"| {mine:{fmt}} | {theirs:{fmt}} | {mine / theirs:.2f} |"
+
+    def p(name: str, q: float) -> Any:
+        return lambda f: med(f.series[name]) if q == 50 else pct(f.series[name], q)
+
+    print("### fedplace-engine vs OPA — placement policy, same workload, one run\n")
+    print(f"- engine: {engine.what}")
+    print(f"- OPA: {opa.what if opa is not None else why_not}\n")
+    print(f"Sequential queries: {args.queries} per size; throughput: {args.queries * 4} queries, "
+          f"{args.concurrency} in flight; {args.rounds} rounds per write kind; {args.writes} writes.\n")
+    print("| measurement | engine | OPA | engine / OPA |")
+    print("|---|---:|---:|---:|")
+    for n in SIZES:
+        for kind, label in (("rs", "ReplicaSet"), ("deploy", "Deployment (cluster selector)")):
+            for q in (50, 99):
+                print(f"| {label} query p{q} at {n:,} objects (ms) " + cells(p(f"{kind} {n}", q), ".2f"))
+        print(f"| data PUT + first query at {n:,} objects (ms) " + cells(f"load {n}", ".0f"))
+    print(f"| query throughput at {LARGE:,} objects (queries/s) " + cells("throughput", ",.0f"))
+    for kind, label in (("update", "update an existing object"), ("add", "add a new object")):
+        print(f"| {label}: PUT p50 (ms) " + cells(p(f"{kind} put", 50), ".2f"))
+        for q in (50, 99):
+            print(f"| {label}: query right after p{q} (ms) " + cells(p(f"{kind} after", q), ".2f"))
+        print(f"| {label}: query again p50 (ms) " + cells(p(f"{kind} again", 50), ".2f"))
+        print(f"| {label}: PUT + query round p50 (ms) " + cells(p(f"{kind} round", 50), ".2f"))
+    print(f"| single-object PUT throughput at {LARGE:,} objects (writes/s) " + cells("writes/s", ",.0f"))
+    print(f"| first query after {args.writes:,} PUTs (ms) " + cells("after burst", ".1f"))
+    print("| GET /health p50 (ms, the HTTP floor) " + cells(p("health", 50), ".2f"))
+    print("| RSS after the run (MB) " + cells("rss", ".0f"))
 
 
 async def run(args: argparse.Namespace) -> None:
-    queries, writes = args.queries, args.writes
     t0 = time.perf_counter()
-    base: dict[str, dict[str, list[float]]] | None = None
-    rss_naive = ""
     with tempfile.TemporaryDirectory() as tmp:
         async with servers(args, Path(tmp)) as srv:
             assert srv.opa is not None
-            engine = srv.opa
-            engine.owns(documents=("kubernetes",), policies=("bench/",))
-            # the baseline is the devstack engine in another mode: none against an external OPA
-            naive = None if engine.external else Opa.start(Path(tmp), "engine-naive", "--data-sync", "reload",
-                                                           evaluator=engine.evaluator)
+            external = srv.opa if srv.opa.external else None
+            engine = srv.opa if external is None else Opa.start(Path(tmp), "engine")
             try:
-                async with engine.session() as s:
-                    rows = []
-                    for n in (10, 1_000, 10_000):
-                        await load(s, engine.url, n)
-                        lat = [await timed(s, "POST", engine.url + QUERY, json=RS_INPUT) for _ in range(queries)]
-                        dep = [await timed(s, "POST", engine.url + QUERY, json=DEPLOY_INPUT) for _ in range(queries)]
-                        rows.append((n, lat, dep))
-                    n = 10_000
-                    inc = await interleaved(s, engine.url, 300, n)
-                    t = time.perf_counter()
-                    for i in range(writes):
-                        await timed(s, "PUT", f"{engine.url}/v1/data/kubernetes/replicasets/ns{i % 20}/rs{i}",
-                                    json=replicaset(i, gen=i + 7))
-                    wps = writes / (time.perf_counter() - t)
-                    after_burst = await timed(s, "POST", engine.url + QUERY, json=RS_INPUT)
-                    health = [await timed(s, "GET", engine.url + "/health") for _ in range(300)]
-                    mirror = await mirror_counters(s, engine)
-                    rss = server_rss(engine.process)
-                    if naive is not None:  # baseline: the naive engine, same data, same interleaving
-                        await load(s, naive.url, n)
-                        base = await interleaved(s, naive.url, 25, n, kinds=("update",))
-                        rss_naive = f" (baseline engine: {server_rss(naive.process)})"
+                engine_figures = await measure(engine, args)
             finally:
-                if naive is not None:
-                    await naive.close()
-            described = srv.describe()
-            external = engine.external
-
-    what = "external OPA" if external else f"fedplace-engine, {args.evaluator} evaluator"
-    print(f"### {what} — placement policy, {queries} sequential queries per size, over HTTP\n")
-    print(f"{described}\n")
-    print("| objects (clusters) | ReplicaSet query p50 (ms) | p99 (ms) | Deployment (cluster selector) p50 (ms) | p99 (ms) |")
-    print("|---:|---:|---:|---:|---:|")
-    for n, lat, dep in rows:
-        print(f"| {n:,} ({max(1, n // 10):,}) | {statistics.median(lat):.2f} | {pct(lat, 99):.2f} "
-              f"| {statistics.median(dep):.2f} | {pct(dep, 99):.2f} |")
-    print("\n### Single-object writes interleaved with queries at 10,000 objects\n")
-    print("Each round: one PUT, the query right after it, the same query again (no write in between).\n")
-    print("| engine | write | PUT p50 / p99 (ms) | query after the write p50 / p99 (ms) "
-          "| query again p50 (ms) | round (PUT + query) p50 (ms) |")
-    print("|---|---|---:|---:|---:|---:|")
-    med = statistics.median
-
-    def row(engine_name: str, kind: str, m: dict[str, list[float]]) -> float:
-        rounds = [a + b for a, b in zip(m["put"], m["query_after"])]
-        print(f"| {engine_name} | {kind} | {med(m['put']):.2f} / {pct(m['put'], 99):.2f} "
-              f"| {med(m['query_after']):.2f} / {pct(m['query_after'], 99):.2f} | {med(m['query_again']):.2f} "
-              f"| {med(rounds):.2f} |")
-        return med(rounds)
-
-    measured = "external OPA" if external else "incremental (default)"
-    upd = row(measured, "update existing object", inc["update"])
-    row(measured, "add new object", inc["add"])
-    if base is not None:
-        naive_upd = row("baseline: `--data-sync reload`", "update existing object", base["update"])
-        print(f"\n- ratio baseline / incremental, update + query round p50: {naive_upd / upd:.1f}x")
-    else:
-        print(f"\n- baseline `--data-sync reload`: {devstack_only('a second devstack engine in that mode')}")
-    print(f"- single-object PUT throughput at 10,000 objects: {wps:,.0f} writes/s (sequential, one client); "
-          f"first query after {writes:,} writes: {after_burst:.1f} ms")
-    print(f"- GET /health round trip p50: {med(health):.2f} ms (HTTP floor)")
-    print(f"- data mirror over the run: {mirror}")
-    print(f"- engine RSS after the run: {rss}{rss_naive}")
-    print(f"- bench wall time: {time.perf_counter() - t0:.0f} s")
+                if external is not None:
+                    await engine.close()
+            opa_figures = None
+            if external is not None:
+                external.owns(documents=("kubernetes",), policies=("bench/",))
+                opa_figures = await measure(external, args)
+    report(engine_figures, opa_figures, "skipped (no --opa-url given)", args)
+    print(f"\n- bench wall time: {time.perf_counter() - t0:.0f} s")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queries", type=int, default=500)
+    parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--writes", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, default=16)
     add_server_flags(parser, opa=True)
     asyncio.run(run(parser.parse_args()))
 

@@ -1,6 +1,6 @@
 """Benchmark remediation: one cluster label change that affects 1,000 of 5,000 ReplicaSets.
 
-Usage: .venv/bin/python bench/remediation.py [--replicasets 5000] [--affected 1000] [--evaluator regorus|opa]
+Usage: .venv/bin/python bench/remediation.py [--replicasets 5000] [--affected 1000]
        [--opa-url URL [--opa-token-file PATH]] [--kubeconfig PATH]
 
 Starts the devstack engine and API server (or uses external ones, see
