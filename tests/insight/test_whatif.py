@@ -1,8 +1,9 @@
-"""``fedplace what-if`` over HTTP against the devstack: moves, denials, compile errors, thresholds.
+"""``fedplace what-if`` over HTTP against OPA: moves, denials, compile errors, thresholds.
 
-The live OPA (the ``opa`` fixture) holds the shipped policies and a replicated
-federation (conftest.py). Every test also proves the live OPA unchanged. The
-evaluator is OPA in process (opa_bindings) unless a test gives a scratch OPA.
+The live OPA (the ``opa`` fixture: the devstack engine or a real OPA) holds the
+shipped policies and a replicated federation (conftest.py). Every test also proves
+the live OPA unchanged. The evaluator is OPA in process (opa_bindings) unless a
+test gives a scratch OPA (``opa_process``: a real ``opa run`` with REAL_OPA_BIN).
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ The shipped pack (policies/nodeadmission) is PUT into the engine over its REST
 API; the plugin runs as the real console script (shell type: executed by the
 manager per pod; socket and grpc: one serving process) or, for the failure
 paths, as the library object talking HTTP to the engine. Engine failures are
-injected with the devstack's ``/_devstack/faults`` (``devstack_only``).
+injected by the fault-injecting proxy in front of it (``opa_proxy``,
+tests/fixtures/proxy.py), on the devstack and on real servers alike.
 """
 
 from __future__ import annotations
@@ -144,28 +145,33 @@ async def test_opa_unreachable_rejects_within_the_deadline() -> None:
     assert "could not be evaluated (failing closed)" in result.message and "attempts" in result.message
 
 
-@pytest.mark.devstack_only
-async def test_transient_engine_errors_are_retried(opa: OpaServer) -> None:
-    await load_pack(opa)
-    await opa.set_faults({"fail": {"path": "/v1/data/io/k8s/node", "status": 503, "count": 2}})
-    assert (await library_verdict(plugin_config(opa), pod())).admit
+async def test_transient_engine_errors_are_retried(opa_proxy: OpaServer) -> None:
+    await load_pack(opa_proxy)
+    await opa_proxy.set_faults({"fail": {"path": "/v1/data/io/k8s/node", "status": 503, "count": 2}})
+    assert (await library_verdict(plugin_config(opa_proxy), pod())).admit
+    assert (await opa_proxy.faults())["rules"][0]["count"] == 0  # both 503s were met
 
 
-@pytest.mark.devstack_only
-async def test_persistent_engine_errors_reject_naming_the_cause(opa: OpaServer) -> None:
-    await load_pack(opa)
-    await opa.set_faults({"fail": {"path": "/v1/data/io/k8s/node", "status": 500, "count": -1}})
-    result = await library_verdict(plugin_config(opa, deadline=0.6), pod())
+async def test_a_cut_connection_is_retried(opa_proxy: OpaServer) -> None:
+    await load_pack(opa_proxy)
+    await opa_proxy.set_faults({"cut": {"path": "/v1/data/io/k8s/node", "method": "POST", "count": 2}})
+    assert (await library_verdict(plugin_config(opa_proxy), pod())).admit
+    assert (await opa_proxy.faults())["proxy_rules"][0]["count"] == 0
+
+
+async def test_persistent_engine_errors_reject_naming_the_cause(opa_proxy: OpaServer) -> None:
+    await load_pack(opa_proxy)
+    await opa_proxy.set_faults({"fail": {"path": "/v1/data/io/k8s/node", "status": 500, "count": -1}})
+    result = await library_verdict(plugin_config(opa_proxy, deadline=0.6), pod())
     assert (result.admit, result.reason) == (False, REASON_POLICY_ERROR)
     assert ": 500" in result.message and "attempts" in result.message
 
 
-@pytest.mark.devstack_only
-async def test_a_slow_engine_is_cut_off_by_the_deadline(opa: OpaServer) -> None:
-    await load_pack(opa)
-    await opa.set_faults({"latency": 3})
+async def test_a_slow_engine_is_cut_off_by_the_deadline(opa_proxy: OpaServer) -> None:
+    await load_pack(opa_proxy)
+    await opa_proxy.set_faults({"latency": 3})
     started = time.monotonic()
-    result = await library_verdict(plugin_config(opa, deadline=0.5), pod())
+    result = await library_verdict(plugin_config(opa_proxy, deadline=0.5), pod())
     assert time.monotonic() - started < 1.5
     assert (result.admit, result.reason) == (False, REASON_POLICY_ERROR)
     assert "timed out" in result.message

@@ -1,9 +1,10 @@
-"""The remediator against the devstack engine and API server, over HTTP.
+"""The remediator against OPA and the API server (devstack or real), over HTTP.
 
 The remediator runs in-process with an :class:`ApiObjectSource`; OPA holds the
 placement policy, the remediation library, and a mirror of the ReplicaSets and
 clusters written through OPA's data API (what opa-kube-sync does in
-production — tested end to end in tests/sync).
+production — tested end to end in tests/sync). API server faults come from the
+fault-injecting proxy in front of it (``kube_proxy``, tests/fixtures/proxy.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from common.opa_client import OpaClient, OpaSettings
 from remediator.config import RemediatorSettings
 from remediator.remediator import ApiObjectSource, Remediator
 from tests.fixtures.kube import ScratchNamespaces
+from tests.fixtures.stack import eventually
 from tests.remediator import workloads
 from tests.metrics import metric
 
@@ -206,14 +208,15 @@ async def test_guard_trips_and_patches_nothing(world, opa):
         await client.close()
 
 
-@pytest.mark.devstack_only
-async def test_conflict_on_patch_is_retried(world, opa, kube):
+async def test_conflict_on_patch_is_retried(world, opa, kube_proxy, kube_proxy_api):
+    """Two PATCHes answered 409 by the API server (through the fault-injecting proxy the
+    remediator talks to): the third goes through."""
     api = world
-    rem, source, client = make(api, opa)
+    rem, source, client = make(kube_proxy_api, opa)
     try:
         await source.load()
-        await kube.set_faults({"fail": {"path": RS.object_path("pci2", NS), "method": "PATCH",
-                                        "status": 409, "count": 2}})
+        await kube_proxy.set_faults({"fail": {"path": RS.object_path("pci2", NS), "method": "PATCH",
+                                              "status": 409, "count": 2}})
         conflicts = metric("fedplace_remediation_conflicts_total")
         result = await rem.run_pass()
         assert result.patched == 2 and result.failed == 0
@@ -240,17 +243,20 @@ async def test_object_deleted_during_pass_is_skipped(world, opa):
 
 
 async def test_two_replicas_one_leader_patches(world, opa):
+    """Both replicas ready (their object sources loaded, as the sync's readiness
+    guarantees in production) before they start: the one that takes the Lease runs
+    the first pass and patches; the other runs none."""
     api = world
     a, source_a, client_a = make(api, opa, leader_election=True, identity="replica-a", lease_namespace=NS)
     b, source_b, client_b = make(api, opa, leader_election=True, identity="replica-b", lease_namespace=NS)
+    await source_a.load()
+    await source_b.load()
     tasks = [asyncio.create_task(a.run()), asyncio.create_task(b.run())]
     try:
-        await source_a.load()
-        await source_b.load()
-        for _ in range(100):
-            if PREFS in await annotations_of(api, "pci2") and (a.passes + b.passes) >= 1:
-                break
-            await asyncio.sleep(0.05)
+        async def a_pass_ran() -> bool:
+            return a.passes + b.passes >= 1
+
+        await eventually(a_pass_ran, 30, "the leader's first pass")
         assert sum(r.is_leader() for r in (a, b)) == 1
         leader = a if a.is_leader() else b
         follower = b if leader is a else a
