@@ -1,44 +1,41 @@
-"""Benchmark the SchedulingPolicy pack's admission decision.
+"""Benchmark the SchedulingPolicy pack's admission decision on the devstack engine and a real OPA.
 
-Usage: .venv/bin/python bench/schedulingpolicy.py [--queries 500] [--opa-url URL [--opa-token-file PATH]]
+Usage: .venv/bin/python bench/schedulingpolicy.py [--queries 500] [--rounds 10] [--worst-case]
+       [--opa-url URL [--opa-token-file PATH]]
 
 Replicated data: 200 SchedulingPolicies (one per team, each granted by its own
-ClusterRole), 300 ClusterRoles in all, and 5,000 RBAC bindings — by default
-250 ClusterRoleBindings and 4,750 RoleBindings over 250 namespaces (the usual
-shape of a multi-tenant cluster: most grants are namespaced), and as a worst
-case all 5,000 as ClusterRoleBindings (every one is read on every request).
-The admitted object is a Deployment whose pod template sets all five
-components (scheduler, priority class, node selector, tolerations, pod and
-node affinities), its service account granted two policies (the cluster-wide
-`restricted` one and its team's).
+ClusterRole), 300 ClusterRoles in all, and 5,000 RBAC bindings: 250
+ClusterRoleBindings and 4,750 RoleBindings over 250 namespaces (the usual
+shape of a multi-tenant cluster: most grants are namespaced); with
+``--worst-case`` also all 5,000 as ClusterRoleBindings (every one is read on
+every request). The admitted object is a Deployment as the API server sends
+it (its pod template defaulted at decode: ``schedulerName:
+default-scheduler``, ``dnsPolicy``, ``restartPolicy``, …) whose template sets
+all five components (scheduler, priority class, node selector, tolerations,
+pod and node affinities), its service account granted two policies (the
+cluster-wide ``restricted`` one and its team's).
 
-Three decisions are timed, each ``--queries`` times in sequence: the
-Deployment admitted unchanged, the same with the components unset (defaults
-patched in), and one that is denied (five violations; the denial also
-validates the usable policies to name invalid ones). Each by three
-evaluators, printed with its name:
+Three decisions are timed, each ``--queries`` times in sequence per server:
+the Deployment admitted unchanged, the same with the components unset
+(defaults patched in), and one that is denied (six violations; the denial
+also validates the usable policies to name invalid ones). A last row times a
+constant rule of the pack on the same server and data: what any query costs
+there (HTTP, JSON, the server's own work), to subtract from the others.
 
-* ``engine (HTTP)`` — fedplace-engine (devstack, regorus) over HTTP, as the
-  webhook asks it: POST /v1/data/io/k8s/federation/admission (with
-  ``--opa-url``: that OPA instead, a scratch one, see bench/common.py);
-* ``regorus (in process)`` — the same interpreter without HTTP and JSON;
-* ``OPA 1.20 evaluator (in process)`` — OPA's own Go evaluator through the
-  opa_bindings wheel (data handed over as Go values at load).
+Servers, both loaded with the same modules and data, asked in alternating
+blocks (``--rounds``) so both see the same machine load:
 
-A last row times a constant rule of the pack on the same server and data,
-over HTTP and in regorus: the cost of any query there, to subtract from the
-others (for regorus, mostly its per-query set-up, which grows with the amount
-of Rego loaded, whatever the query evaluates).
-Run it as ``make bench`` does, with ``RUST_BACKTRACE=0``: otherwise regorus
-captures a backtrace for every internal error value, which costs about a
-millisecond per decision here.
+* ``engine`` — the devstack fedplace-engine, started by the benchmark, as the
+  webhook asks it: POST /v1/data/io/k8s/federation/admission;
+* ``real OPA`` — with ``--opa-url``, that OPA (a scratch one: see
+  bench/common.py; its ``data.kubernetes`` and the benchmark's modules are
+  removed at the end).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import sys
 import tempfile
@@ -46,12 +43,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-import regorus
-from opa_bindings import OpaEngine
+import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import Opa, add_server_flags, pct, servers  # noqa: E402
+from bench.common import Opa, add_server_flags, pct  # noqa: E402
 from devstack.schedulingpolicy import modules  # noqa: E402
 
 QUERY_PATH = "io/k8s/federation/admission"
@@ -135,12 +131,24 @@ def world(cluster_bindings: int) -> dict[str, Any]:
             "roles": {}, "rolebindings": rbs}
 
 
+# What a Kubernetes 1.24 API server adds to a pod template at decode, before any
+# admission plugin or webhook sees the object.
+DECODE_DEFAULTS = {"dnsPolicy": "ClusterFirst", "restartPolicy": "Always", "schedulerName": "default-scheduler",
+                   "securityContext": {}, "terminationGracePeriodSeconds": 30}
+CONTAINER_DEFAULTS = {"imagePullPolicy": "IfNotPresent", "resources": {},
+                      "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File"}
+
+
 def deployment(pod_spec: dict[str, Any]) -> dict[str, Any]:
+    """A Deployment of ns-7 as the API server sends it to admission, its template setting ``pod_spec``."""
+    template_spec = {**DECODE_DEFAULTS, "serviceAccountName": "web",
+                     "containers": [{"name": "web", "image": "nginx:1.27", **CONTAINER_DEFAULTS}], **pod_spec}
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "ns-7"},
-            "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
-                     "template": {"metadata": {"labels": {"app": "web"}},
-                                  "spec": {"serviceAccountName": "web",
-                                           "containers": [{"name": "web", "image": "nginx:1.27"}], **pod_spec}}}}
+            "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}}, "progressDeadlineSeconds": 600,
+                     "revisionHistoryLimit": 10,
+                     "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}},
+                     "template": {"metadata": {"labels": {"app": "web"}, "creationTimestamp": None},
+                                  "spec": template_spec}}}
 
 
 ALL_FIVE = {
@@ -173,163 +181,104 @@ CASES = {
 
 
 FLOOR = "floor: a constant rule of the pack"
+FLOOR_PATH = "io/k8s/federation/schedulingpolicy/prefix"
 
 
-def timed(fn: Callable[[], Any], n: int) -> tuple[list[float], Any]:
-    out, result = [], None
-    for _ in range(n):
-        t = time.perf_counter()
-        result = fn()
-        out.append((time.perf_counter() - t) * 1000)
-    return out, result
-
-
-BASELINE = "engine (HTTP), baseline --per-query-clone"
-
-
-async def _load(s: aiohttp.ClientSession, root: str, kube: dict[str, Any]) -> None:
+async def _load(session: aiohttp.ClientSession, root: str, kube: dict[str, Any]) -> None:
     for mid, src in modules().items():
-        async with s.put(f"{root}/v1/policies/bench/{mid}", data=src) as r:
+        async with session.put(f"{root}/v1/policies/bench/{mid}", data=src) as r:
             assert r.status == 200, await r.text()
-    async with s.put(f"{root}/v1/data/kubernetes", json=kube) as r:
+    async with session.put(f"{root}/v1/data/kubernetes", json=kube) as r:
         assert r.status == 204, await r.text()
 
 
-async def _timed_posts(s: aiohttp.ClientSession, url: str, body: dict[str, Any], n: int) -> list[float]:
+async def _decide(session: aiohttp.ClientSession, root: str, path: str, obj: Any) -> Any:
+    async with session.post(f"{root}/v1/data/{path}", json={"input": obj}) as r:
+        assert r.status == 200, await r.text()
+        return (await r.json()).get("result")
+
+
+async def _timed_posts(session: aiohttp.ClientSession, url: str, body: dict[str, Any], n: int) -> list[float]:
     lat = []
     for _ in range(n):
         t = time.perf_counter()
-        async with s.post(url, json=body) as r:
+        async with session.post(url, json=body) as r:
             await r.read()
+            assert r.status == 200, r.status
         lat.append((time.perf_counter() - t) * 1000)
     return lat
 
 
-async def over_http(args: argparse.Namespace, kube: dict[str, Any], n: int, rounds: int = 10
-                    ) -> tuple[str, str, dict[str, dict[str, list[float]]]]:
-    """(evaluator name, servers, {evaluator: {case: latencies}}) over HTTP: the devstack engine
-    (and, in the same run, a baseline engine started with ``--per-query-clone``, the two asked
-    in alternating blocks so both see the same load), or --opa-url."""
+def _expected(case: str) -> Callable[[Any], bool]:
+    return CASES[case][1] if case in CASES else (lambda result: result == "SchedulingPolicy")
+
+
+async def measure(targets: dict[str, Opa], kube: dict[str, Any], n: int, rounds: int
+                  ) -> dict[str, dict[str, list[float]]]:
+    """{server: {decision: latencies}}: every server loaded with the pack and ``kube``, each
+    decision checked once, then asked ``n`` times in ``rounds`` blocks alternating between servers."""
+    sessions = {who: target.session() for who, target in targets.items()}
+    try:
+        for who, target in targets.items():
+            await _load(sessions[who], target.url, kube)
+        out: dict[str, dict[str, list[float]]] = {who: {} for who in targets}
+        asked = [(case, QUERY_PATH, obj) for case, (obj, _) in CASES.items()] + [(FLOOR, FLOOR_PATH, {})]
+        for case, path, obj in asked:
+            for who, target in targets.items():  # checked, and warm (the first query may load the data)
+                result = await _decide(sessions[who], target.url, path, obj)
+                assert _expected(case)(result), (who, case, result)
+            for _ in range(rounds):
+                for who, target in targets.items():
+                    out[who].setdefault(case, []).extend(await _timed_posts(
+                        sessions[who], f"{target.url}/v1/data/{path}", {"input": obj}, max(1, n // rounds)))
+        return out
+    finally:
+        for session in sessions.values():
+            await session.close()
+
+
+async def run(args: argparse.Namespace) -> tuple[list[str], str]:
+    """The table's rows, and which servers produced them."""
+    rows: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
-        async with servers(args, Path(tmp)) as srv:
-            opa = srv.opa
-            assert opa is not None
-            opa.owns(documents=("kubernetes",), policies=("bench/",))
-            name = "external OPA (HTTP)" if opa.external else "engine (HTTP)"
-            targets = {name: opa}
-            base = None if opa.external else Opa.start(Path(tmp), "baseline", "--per-query-clone")
-            if base is not None:
-                targets[BASELINE] = base
-            try:
-                out: dict[str, dict[str, list[float]]] = {who: {} for who in targets}
-                sessions = {who: await target.session().__aenter__() for who, target in targets.items()}
-                try:
-                    for who, target in targets.items():
-                        await _load(sessions[who], target.url, kube)
-                    for case, (obj, ok) in CASES.items():
-                        for who, target in targets.items():  # warm (the first query loads the data)
-                            async with sessions[who].post(f"{target.url}/v1/data/{QUERY_PATH}",
-                                                          json={"input": obj}) as r:
-                                result = (await r.json())["result"]
-                            assert ok(result), (who, case, result)
-                        for _ in range(rounds):
-                            for who, target in targets.items():
-                                out[who].setdefault(case, []).extend(await _timed_posts(
-                                    sessions[who], f"{target.url}/v1/data/{QUERY_PATH}", {"input": obj},
-                                    max(1, n // rounds)))
-                    # The floor: a constant rule, same server, same data (what any query costs there).
-                    for _ in range(rounds):
-                        for who, target in targets.items():
-                            out[who].setdefault(FLOOR, []).extend(await _timed_posts(
-                                sessions[who], f"{target.url}/v1/data/io/k8s/federation/schedulingpolicy/prefix",
-                                {"input": {}}, max(1, n // rounds)))
-                finally:
-                    for session in sessions.values():
-                        await session.close()
-            finally:
-                if base is not None:
-                    await base.close()
-            return name, srv.describe(), out
-
-
-def in_regorus(kube: dict[str, Any], n: int) -> dict[str, list[float]]:
-    engine = regorus.Engine()
-    for mid, src in modules().items():
-        engine.add_policy(mid, src)
-    engine.add_data_json(json.dumps({"kubernetes": kube}))
-    out = {}
-    for name, (obj, ok) in CASES.items():
-        engine.set_input_json(json.dumps(obj))
-
-        def query() -> Any:
-            return json.loads(engine.eval_query_as_json("data.io.k8s.federation.admission"))
-
-        lat, result = timed(query, n)
-        value = result["result"][0]["expressions"][0]["value"]
-        assert ok(value), (name, value)
-        out[name] = lat
-    out[FLOOR] = timed(lambda: engine.eval_query_as_json("data.io.k8s.federation.schedulingpolicy.prefix"), n)[0]
-    return out
-
-
-def in_engine(kube: dict[str, Any], n: int) -> dict[str, list[float]]:
-    """The devstack engine's decision without HTTP: ``EngineState.read`` as its server calls it."""
-    from devstack.engine.state import EngineState
-
-    state = EngineState()
-    for mid, src in modules().items():
-        state.put_policy(f"bench/{mid}", src)
-    state.put_data(("kubernetes",), kube)
-    path = tuple(QUERY_PATH.split("/"))
-    out = {}
-    for name, (obj, ok) in CASES.items():
-        lat, result = timed(lambda obj=obj: state.read(path, obj), n)
-        assert ok(result), (name, result)
-        out[name] = lat
-    return out
-
-
-def in_opa(kube: dict[str, Any], n: int) -> dict[str, list[float]]:
-    engine = OpaEngine()
-    for mid, src in modules().items():
-        engine.add_policy(mid, src)
-    engine.add_data({"kubernetes": kube})
-    out = {}
-    for name, (obj, ok) in CASES.items():
-        lat, result = timed(lambda obj=obj: engine.eval_query("x := data.io.k8s.federation.admission", obj), n)
-        assert ok(result[0]["x"]), (name, result)
-        out[name] = lat
-    return out
+        targets: dict[str, Opa] = {"engine": Opa.start(Path(tmp))}
+        try:
+            if args.opa_url:
+                real = Opa(args.opa_url.rstrip("/").removesuffix("/v1"),
+                           Path(args.opa_token_file) if args.opa_token_file else None)
+                await real.require_scratch()
+                real.owns(documents=("kubernetes",), policies=("bench/",))
+                targets["real OPA"] = real
+            described = "; ".join(f"{who} {t.url}" + ("" if t.external else " (devstack fedplace-engine, started "
+                                                                              "by the benchmark)")
+                                  for who, t in targets.items())
+            for cluster_bindings in (250, BINDINGS) if args.worst_case else (250,):
+                results = await measure(targets, world(cluster_bindings), args.queries, args.rounds)
+                shape = f"{cluster_bindings:,} / {BINDINGS - cluster_bindings:,}"
+                for case in [*CASES, FLOOR]:
+                    for who, lat in results.items():
+                        rows.append(f"| {shape} | {case} | {who} | {statistics.median(lat[case]):.2f} "
+                                    f"| {pct(lat[case], 99):.2f} |")
+        finally:
+            for target in targets.values():
+                await target.close()
+    return rows, described
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--queries", type=int, default=500)
+    parser.add_argument("--queries", type=int, default=500, help="decisions per row (default 500)")
+    parser.add_argument("--rounds", type=int, default=10,
+                        help="blocks the queries are split into, alternating between the servers (default 10)")
+    parser.add_argument("--worst-case", action="store_true", help="also all 5,000 bindings as ClusterRoleBindings")
     add_server_flags(parser, opa=True)
     args = parser.parse_args()
-    n = args.queries
     t0 = time.perf_counter()
-    print(f"### SchedulingPolicy pack — {POLICIES} SchedulingPolicies, {BINDINGS:,} RBAC bindings, {n} sequential "
-          "decisions per row\n")
-    rows, described = [], ""
-    for cluster_bindings in (250, BINDINGS):
-        kube = world(cluster_bindings)
-        shape = f"{cluster_bindings:,} / {BINDINGS - cluster_bindings:,}"
-        _, described, http = asyncio.run(over_http(args, kube, n))
-        results = {
-            **http,
-            "devstack engine, in process (no HTTP)": in_engine(kube, n),
-            "regorus (in process)": in_regorus(kube, n),
-            "OPA 1.20 evaluator (in process)": in_opa(kube, n),
-        }
-        for case in [*CASES, FLOOR]:
-            for evaluator, lat in results.items():
-                if case not in lat:
-                    continue
-                rows.append(f"| {shape} | {case} | {evaluator} | {statistics.median(lat[case]):.2f} "
-                            f"| {pct(lat[case], 99):.2f} |")
-    print(f"{described}; regorus and OPA's evaluator in this process\n")
-    print("| bindings (cluster / namespaced) | decision | evaluator | p50 (ms) | p99 (ms) |")
+    print(f"### SchedulingPolicy pack — {POLICIES} SchedulingPolicies, {BINDINGS:,} RBAC bindings, "
+          f"{args.queries} sequential decisions per row, over HTTP\n")
+    rows, described = asyncio.run(run(args))
+    print(f"Servers: {described}\n")
+    print("| bindings (cluster / namespaced) | decision | server | p50 (ms) | p99 (ms) |")
     print("|---|---|---|---:|---:|")
     print("\n".join(rows))
     print(f"\n- bench wall time: {time.perf_counter() - t0:.0f} s")
