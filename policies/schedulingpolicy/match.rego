@@ -1,9 +1,11 @@
 # Does a pod spec keep within a merged SchedulingPolicy? (Rego v1)
 #
-# violations(m, spec, exempt) is the set of {"component", "value", "reason"}
-# for the pod spec `spec` (defaults already applied) against the merged policy
-# `m` ({"required", "allowed", "default"}, see merge.rego); `exempt` lists
-# toleration rules the check skips (tolerations the API server adds itself).
+# violations(m, spec, exempt, unset) is the set of {"component", "value",
+# "reason"} for the pod spec `spec` (defaults already applied) against the
+# merged policy `m` ({"required", "allowed", "default"}, see merge.rego);
+# `exempt` lists tolerations the check skips, `unset` the fields (schedulerName,
+# priorityClassName) holding the value the API server fills in itself: neither
+# is checked against what is allowed, both count for what is required.
 #
 # Deny-all-except: a value the pod sets is allowed only if the merged policy
 # allows it — in `allowed` (an empty list or object there means "any"), in
@@ -22,8 +24,8 @@
 # stops at the first that holds) and per-item work is done once per item.
 package io.k8s.federation.schedulingpolicy.match
 
-violations(m, spec, exempt) := ((name_violations(m, spec, "schedulerName", "schedulerNames") |
-	name_violations(m, spec, "priorityClassName", "priorityClassNames")) |
+violations(m, spec, exempt, unset) := ((name_violations(m, spec, "schedulerName", "schedulerNames", unset) |
+	name_violations(m, spec, "priorityClassName", "priorityClassNames", unset)) |
 	(selector_violations(m, spec) | toleration_violations(m, spec, exempt))) |
 	affinity_violations(m, spec)
 
@@ -31,10 +33,11 @@ violation(component, value, reason) := {"component": component, "value": value, 
 
 # ---- lists of names: schedulerName, priorityClassName ---------------------
 
-name_violations(m, spec, field, list) := {v |
+name_violations(m, spec, field, list, unset) := {v |
 	value := spec[field]
 	is_string(value)
 	value != ""
+	not field in unset
 	not required_list(m, list) # checked below
 	not name_allowed(m, field, list, value)
 	v := violation(field, sprintf("%q", [value]), sprintf("not allowed (allowed: %s)", [allowed_names(m, field, list)]))
@@ -181,12 +184,14 @@ toleration_violations(m, spec, exempt) := {v |
 	v := violation("toleration", "none matching", sprintf("required, one matching a rule of %s", [json.marshal(required)]))
 }
 
-# Whether a toleration is one of the exempt ones.
+# Whether a toleration is one of the exempt ones (the same toleration, in
+# canonical form).
 exempt_toleration(t, exempt) if exempt_canonical(canonical_toleration(t), exempt)
 
 exempt_canonical(c, exempt) if {
-	some rule in exempt
-	covers(rule, c)
+	count(c) > 0
+	some e in exempt
+	canonical_toleration(e) == c
 }
 
 # (rules: the allowed and required toleration rules of m, listed once per pod.)

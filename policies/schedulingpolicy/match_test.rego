@@ -18,7 +18,7 @@ rk := seed_test.required_kind
 
 pk := seed_test.preferred_kind
 
-violations(spec, pod) := match.violations(merge.normalize(spec), pod, [])
+violations(spec, pod) := match.violations(merge.normalize(spec), pod, [], set())
 
 allows(spec, pod) if count(violations(spec, pod)) == 0
 
@@ -179,8 +179,8 @@ test_every_offending_toleration_is_named if {
 
 test_default_tolerations_are_allowed if {
 	n := merge.normalize(seed_test.specs["default-tolerations"])
-	count(match.violations(n, {"tolerations": n["default"].tolerations}, [])) == 0
-	count(match.violations(n, {"tolerations": [{"key": "mykey", "operator": "Equal", "value": "third", "effect": "NoSchedule"}]}, [])) == 1
+	count(match.violations(n, {"tolerations": n["default"].tolerations}, [], set())) == 0
+	count(match.violations(n, {"tolerations": [{"key": "mykey", "operator": "Equal", "value": "third", "effect": "NoSchedule"}]}, [], set())) == 1
 }
 
 test_required_tolerations_need_one_match if {
@@ -196,9 +196,35 @@ test_exempt_tolerations_are_not_checked if {
 		{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
 		{"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
 	]
-	exempt := [{"keys": ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"], "operators": ["Exists"], "effects": ["NoExecute"]}]
-	count(match.violations(merge.normalize(seed_test.specs.restricted), {"tolerations": api_server}, exempt)) == 0
-	count(match.violations(merge.normalize(seed_test.specs.restricted), {"tolerations": api_server}, [])) == 2
+	n := merge.normalize(seed_test.specs.restricted)
+	count(match.violations(n, {"tolerations": api_server}, api_server, set())) == 0
+	count(match.violations(n, {"tolerations": api_server}, [], set())) == 2
+
+	# exactly those: another tolerationSeconds (or none: forever), value or operator is checked
+	every t in [
+		object.union(api_server[0], {"tolerationSeconds": 3600}),
+		object.remove(api_server[1], ["tolerationSeconds"]),
+		object.union(api_server[0], {"operator": "Equal", "value": "x"}),
+		object.union(api_server[1], {"effect": "NoSchedule"}),
+	] {
+		count(match.violations(n, {"tolerations": [t]}, api_server, set())) == 1
+	}
+
+	# nothing but a toleration object matches an exemption
+	count(match.violations(n, {"tolerations": [1]}, [2], set())) == 1
+}
+
+test_fields_the_api_server_filled_in_are_not_checked_against_allowed if {
+	nothing := merge.normalize({})
+	count(match.violations(nothing, {"schedulerName": "default-scheduler"}, [], {"schedulerName"})) == 0
+	count(match.violations(nothing, {"schedulerName": "default-scheduler"}, [], set())) == 1
+	count(match.violations(nothing, {"priorityClassName": "cluster-default"}, [], {"priorityClassName"})) == 0
+
+	# they count for what is required
+	required := merge.normalize({"required": {"schedulerNames": ["gpu"]}})
+	some v in match.violations(required, {"schedulerName": "default-scheduler"}, [], {"schedulerName"})
+	v == {"component": "schedulerName", "value": "\"default-scheduler\"", "reason": "required, one of \"gpu\""}
+	count(match.violations(merge.normalize({"required": {"schedulerNames": ["default-scheduler"]}}), {"schedulerName": "default-scheduler"}, [], {"schedulerName"})) == 0
 }
 
 # ---- affinities ----------------------------------------------------------------------
@@ -300,17 +326,17 @@ test_required_affinity_terms_must_imply_a_required_term if {
 	n := merge.normalize(seed_test.specs[name])
 
 	# its own default (two ORed terms, one per required term) keeps within it
-	count(match.violations(n, {"schedulerName": "default-scheduler", "affinity": n["default"].affinity}, [])) == 0
+	count(match.violations(n, {"schedulerName": "default-scheduler", "affinity": n["default"].affinity}, [], set())) == 0
 
 	# a term outside every required term does not
 	sched := {"schedulerName": "default-scheduler"}
-	vs := match.violations(n, object.union(sched, {"affinity": node_required([expr("disk", "In", ["ssd"])])}), [])
+	vs := match.violations(n, object.union(sched, {"affinity": node_required([expr("disk", "In", ["ssd"])])}), [], set())
 	{v.component | some v in vs} == {"affinity"}
 	count(vs) == 2 # the expression is not allowed, and the term implies no required term
 
 	# a term narrowing a required one does
-	count(match.violations(n, object.union(sched, {"affinity": node_required([expr(arch, "In", ["arm64"])])}), [])) == 0
-	count(match.violations(n, object.union(sched, {"affinity": node_required([expr(arch, "In", ["arm64", "i386"])])}), [])) > 0
+	count(match.violations(n, object.union(sched, {"affinity": node_required([expr(arch, "In", ["arm64"])])}), [], set())) == 0
+	count(match.violations(n, object.union(sched, {"affinity": node_required([expr(arch, "In", ["arm64", "i386"])])}), [], set())) > 0
 }
 
 test_required_pod_anti_affinity if {

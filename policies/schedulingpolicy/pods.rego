@@ -17,12 +17,21 @@
 # exists): policies/ ships every pack in the base ConfigMaps, and deny-all-except
 # without any policy would refuse every pod that names a scheduler.
 #
+# What the API server fills in itself counts as not set: the pod spec arrives
+# defaulted (schedulerName default-scheduler; on a Pod, the global default
+# PriorityClass and the DefaultTolerationSeconds tolerations), and a pod that
+# sets nothing needs no policy. So schedulerName default-scheduler and a
+# priorityClassName naming a replicated PriorityClass with globalDefault are
+# neither checked against what is allowed nor kept over a policy's default;
+# the exempt tolerations are not checked, and defaults go beside them.
+#
 # Settings (optional module, package io.k8s.federation.schedulingpolicy.settings,
 # shipped as its own ConfigMap by deploy/components/schedulingpolicy):
 #   merge               "smart" (default) | "first" | "simple"
-#   exempt_tolerations  toleration rules never checked nor counted as "set"
-#                       (default: the not-ready / unreachable NoExecute
-#                       tolerations the API server adds to every Pod)
+#   exempt_tolerations  tolerations never checked nor counted as "set", each
+#                       matched exactly (key, operator, value, effect,
+#                       tolerationSeconds); default: the two the API server's
+#                       DefaultTolerationSeconds plugin adds to every Pod
 package io.k8s.federation.schedulingpolicy
 
 import data.io.k8s.federation.podspec
@@ -41,15 +50,30 @@ merge_option := v if {
 } else := "smart"
 
 default_exempt_tolerations := [{
-	"keys": ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"],
-	"operators": ["Exists"],
-	"effects": ["NoExecute"],
+	"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300,
+}, {
+	"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300,
 }]
 
 exempt_tolerations := v if {
 	v := data.io.k8s.federation.schedulingpolicy.settings.exempt_tolerations
 	is_array(v)
 } else := default_exempt_tolerations
+
+# ---- what the API server fills in itself -------------------------------------
+
+# The scheduler the API server names in every pod spec that names none.
+kubernetes_scheduler := "default-scheduler"
+
+# The fields of the pod spec holding the value the API server would have put
+# there had the pod set nothing.
+kubernetes_defaulted contains "schedulerName" if spec.schedulerName == kubernetes_scheduler
+
+kubernetes_defaulted contains "priorityClassName" if {
+	name := spec.priorityClassName
+	is_string(name)
+	replicated.collection("priorityclasses")[name].globalDefault == true
+}
 
 # ---- when the pack decides ---------------------------------------------------
 
@@ -100,6 +124,7 @@ defaults := object.union(object.union(
 		not field in set
 		value := d[field]
 		nonempty_string(value)
+		value != object.get(spec, field, "") # already there (the API server's default)
 	},
 	{field: value |
 		d := merged["default"]
@@ -122,8 +147,9 @@ tolerations_with_defaults := array.concat(match.tolerations(spec), value) if {
 	}
 }
 
-# The components the pod spec sets: a non-empty string or object.
-specified_fields := {field |
+# The components the pod spec sets: a non-empty string or object, other than
+# what the API server fills in itself.
+specified_fields := ({field |
 	some field, x in spec
 	is_string(x)
 	x != ""
@@ -131,7 +157,7 @@ specified_fields := {field |
 	some field, x in spec
 	is_object(x)
 	count(x) > 0
-}
+}) - kubernetes_defaulted
 
 nonempty_string(x) if {
 	is_string(x)
@@ -146,14 +172,28 @@ nonempty_object(x) if {
 # The pod spec as it will be admitted.
 effective := object.union(spec, defaults)
 
-patch := [{"op": "add", "path": sprintf("%s/%s", [podspec.pointer, field]), "value": defaults[field]} |
-	some field in merge.components["default"]
-	defaults[field]
+patch := array.concat(
+	[{"op": "add", "path": sprintf("%s/%s", [podspec.pointer, field]), "value": defaults[field]} |
+		some field in merge.components["default"]
+		defaults[field]
+	],
+	resolved_priority_removed,
+)
+
+# A Pod given a default priority class loses the priority (and preemption
+# policy) the API server's Priority plugin resolved from the class it had, or
+# from none: the plugin, run again after the webhook, resolves them from the new
+# class, and refuses a Pod whose priority differs from its class'.
+resolved_priority_removed := [{"op": "remove", "path": sprintf("/spec/%s", [field])} |
+	input.kind == "Pod"
+	defaults.priorityClassName
+	some field in ["priority", "preemptionPolicy"]
+	field in object.keys(spec)
 ]
 
 # ---- decision --------------------------------------------------------------------
 
-violations := match.violations(merged, effective, exempt_tolerations)
+violations := match.violations(merged, effective, exempt_tolerations, kubernetes_defaulted - object.keys(defaults))
 
 errors contains msg if {
 	applies

@@ -117,6 +117,96 @@ test_api_server_tolerations_do_not_count_as_set if {
 	count(d2) == 2
 }
 
+# ---- what the API server fills in itself counts as not set ---------------------------
+
+api_server_tolerations := [
+	{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+	{"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+]
+
+# A Pod as a Kubernetes 1.24 API server sends it when the pod sets nothing
+# (its defaulting, then the Priority and DefaultTolerationSeconds plugins).
+api_server_pod(spec) := pod(object.union(
+	{
+		"schedulerName": "default-scheduler", "dnsPolicy": "ClusterFirst", "restartPolicy": "Always",
+		"terminationGracePeriodSeconds": 30, "securityContext": {}, "priority": 0,
+		"preemptionPolicy": "PreemptLowerPriority", "tolerations": api_server_tolerations,
+	},
+	spec,
+))
+
+test_a_pod_that_sets_nothing_needs_no_policy_as_the_api_server_sends_it if {
+	kube := rbac_world({"restricted": seed_test.specs.restricted}, {}, {}, {}) # usable by nobody
+	decide(kube, api_server_pod({})) == {"errors": set(), "patch": []}
+}
+
+test_the_api_server_s_scheduler_gives_way_to_a_policy_default if {
+	d := decide(seed_world(["default-scheduler"]), api_server_pod({}))
+	d == {"errors": set(), "patch": [{"op": "add", "path": "/spec/schedulerName", "value": "my-scheduler"}]}
+
+	# a default equal to what is there patches nothing
+	same := decide(seed_world(["restricted-multiarch-by-node-selector"]), api_server_pod({}))
+	same.patch == [{"op": "add", "path": "/spec/nodeSelector", "value": {arch: "amd64", os: "Linux"}}]
+}
+
+test_the_api_server_s_scheduler_counts_for_what_is_required if {
+	gpu := decide(world({"gpu": {"required": {"schedulerNames": ["gpu-scheduler"]}}}), api_server_pod({}))
+	gpu.errors == {"SchedulingPolicy: schedulerName \"default-scheduler\": required, one of \"gpu-scheduler\"; policies considered for service account team-a/default: gpu (merge: smart)"}
+	ok := decide(world({"default": {"required": {"schedulerNames": ["default-scheduler"]}}}), api_server_pod({}))
+	ok.errors == set()
+}
+
+# The replicated PriorityClasses: cluster-default is the cluster's global default.
+priority_classes := {
+	"cluster-default": {"metadata": {"name": "cluster-default"}, "value": 100, "globalDefault": true},
+	"team-low": {"metadata": {"name": "team-low"}, "value": 1000, "globalDefault": false},
+}
+
+test_the_global_default_priority_class_counts_as_not_set if {
+	kube := object.union(rbac_world({"restricted": seed_test.specs.restricted}, {}, {}, {}), {"priorityclasses": priority_classes})
+	decide(kube, api_server_pod({"priorityClassName": "cluster-default", "priority": 100})).errors == set()
+
+	# any other class is checked
+	count(decide(kube, api_server_pod({"priorityClassName": "team-low", "priority": 1000})).errors) == 1
+
+	# without replicated PriorityClasses no class is known to be the global default
+	count(decide(object.remove(kube, ["priorityclasses"]), api_server_pod({"priorityClassName": "cluster-default"})).errors) == 1
+}
+
+test_a_default_priority_class_on_a_pod_drops_the_resolved_priority if {
+	kube := object.union(world({"team": {"default": {"priorityClassName": "team-low"}}}), {"priorityclasses": priority_classes})
+	d := decide(kube, api_server_pod({"priorityClassName": "cluster-default", "priority": 100}))
+	d.errors == set()
+	d.patch == [
+		{"op": "add", "path": "/spec/priorityClassName", "value": "team-low"},
+		{"op": "remove", "path": "/spec/priority"},
+		{"op": "remove", "path": "/spec/preemptionPolicy"},
+	]
+
+	# no class at all (no global default): priority 0 resolved, dropped all the same
+	d2 := decide(kube, api_server_pod({}))
+	d2.patch == [
+		{"op": "add", "path": "/spec/priorityClassName", "value": "team-low"},
+		{"op": "remove", "path": "/spec/priority"},
+		{"op": "remove", "path": "/spec/preemptionPolicy"},
+	]
+
+	# a pod template has no resolved priority: only the class is patched
+	deployment := {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "team-a"}, "spec": {"template": {"spec": {"containers": containers, "priorityClassName": "cluster-default"}}}}
+	decide(kube, deployment).patch == [{"op": "add", "path": "/spec/template/spec/priorityClassName", "value": "team-low"}]
+
+	# a class the pod names itself is kept
+	decide(kube, api_server_pod({"priorityClassName": "team-low", "priority": 1000})).patch == []
+}
+
+test_only_the_api_server_s_own_tolerations_are_exempt if {
+	kube := seed_world(["restricted"])
+	decide(kube, api_server_pod({})).errors == set()
+	forever := object.remove(api_server_tolerations[1], ["tolerationSeconds"])
+	d := decide(kube, api_server_pod({"tolerations": [api_server_tolerations[0], forever]}))
+	d.errors == {"SchedulingPolicy: toleration {\"effect\":\"NoExecute\",\"key\":\"node.kubernetes.io/unreachable\",\"operator\":\"Exists\"}: not allowed (no allowed toleration rule covers it); policies considered for service account team-a/default: restricted (merge: smart)"}
+}
+
 # ---- denials ---------------------------------------------------------------------
 
 test_a_denial_names_component_value_and_policies if {
@@ -126,9 +216,9 @@ test_a_denial_names_component_value_and_policies if {
 
 test_no_usable_policy if {
 	kube := rbac_world({"restricted": seed_test.specs.restricted}, {}, {}, {})
-	d := decide(kube, pod({"schedulerName": "default-scheduler", "nodeSelector": {"disk": "ssd"}}))
+	d := decide(kube, pod({"schedulerName": "other-scheduler", "nodeSelector": {"disk": "ssd"}}))
 	d.errors == {
-		"SchedulingPolicy: schedulerName \"default-scheduler\": not allowed (allowed: none); policies considered for service account team-a/default: none (merge: smart)",
+		"SchedulingPolicy: schedulerName \"other-scheduler\": not allowed (allowed: none); policies considered for service account team-a/default: none (merge: smart)",
 		"SchedulingPolicy: nodeSelector disk=ssd: not allowed (no node selector key is allowed); policies considered for service account team-a/default: none (merge: smart)",
 	}
 

@@ -3,8 +3,10 @@ the replicated world (policies and RBAC) in the layout opa-kube-sync writes.
 
 * :func:`modules` — what a deployment loads for the pack
   (:func:`devstack.schedulingpolicy.modules`); ``settings`` adds a settings module.
-* :func:`policy`, :func:`use_role`, :func:`binding` — API objects.
-* :func:`world` — ``data.kubernetes`` for policies, roles and bindings.
+* :func:`policy`, :func:`use_role`, :func:`binding`, :func:`priority_class` — API objects.
+* :func:`world` — ``data.kubernetes`` for policies, roles, bindings and PriorityClasses.
+* :data:`API_SERVER_POD_SPEC`, :data:`API_SERVER_TOLERATIONS` — what a Kubernetes 1.24
+  API server fills into a Pod's spec before the webhook sees it.
 * :func:`workload` — a Pod or a pod-bearing workload with a given pod spec, and
   :data:`POD_SPEC_PATH` where each kind carries it.
 """
@@ -81,7 +83,8 @@ def user(name: str) -> dict[str, Any]:
 
 
 PLURALS = {"SchedulingPolicy": "schedulingpolicies", "ClusterRole": "clusterroles", "Role": "roles",
-           "ClusterRoleBinding": "clusterrolebindings", "RoleBinding": "rolebindings"}
+           "ClusterRoleBinding": "clusterrolebindings", "RoleBinding": "rolebindings",
+           "PriorityClass": "priorityclasses"}
 
 
 def world(objects: Iterable[dict[str, Any]]) -> dict[str, Any]:
@@ -101,6 +104,21 @@ def everyone_may_use(*policies: str) -> list[dict[str, Any]]:
     """RBAC letting every service account use ``policies`` (all when none given)."""
     return [use_role("sp:everyone", list(policies) or None),
             binding("sp:everyone", "sp:everyone", [group("system:authenticated")])]
+
+
+def priority_class(name: str, value: int, global_default: bool = False) -> dict[str, Any]:
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+            "value": value, "globalDefault": global_default}
+
+
+# What a Kubernetes 1.24 API server puts into a Pod's spec before any webhook sees it:
+# defaults at decode, then the Priority (no global default class: priority 0) and
+# DefaultTolerationSeconds admission plugins.
+API_SERVER_TOLERATIONS = [{"key": f"node.kubernetes.io/{taint}", "operator": "Exists", "effect": "NoExecute",
+                           "tolerationSeconds": 300} for taint in ("not-ready", "unreachable")]
+API_SERVER_POD_SPEC = {"schedulerName": "default-scheduler", "dnsPolicy": "ClusterFirst", "restartPolicy": "Always",
+                       "terminationGracePeriodSeconds": 30, "securityContext": {}, "priority": 0,
+                       "preemptionPolicy": "PreemptLowerPriority", "tolerations": API_SERVER_TOLERATIONS}
 
 
 def workload(kind: str, pod_spec: dict[str, Any], namespace: str, name: str = "w") -> dict[str, Any]:

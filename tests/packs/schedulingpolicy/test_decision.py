@@ -18,9 +18,10 @@ import jsonpatch
 import pytest
 
 from admission.patches import build_patch
-from tests.packs.schedulingpolicy.helpers import (POD_SPEC_PATH, RK, ROOT, SETTINGS_ID, binding, everyone_may_use,
-                                                  group, modules, pod_spec_of, policy, sa, settings_module, use_role,
-                                                  user, workload, world)
+from tests.packs.schedulingpolicy.helpers import (API_SERVER_POD_SPEC, API_SERVER_TOLERATIONS, POD_SPEC_PATH, RK, ROOT,
+                                                  SETTINGS_ID, binding, everyone_may_use, group, modules, pod_spec_of,
+                                                  policy, priority_class, sa, settings_module, use_role, user,
+                                                  workload, world)
 
 NS = "team-a"
 PK = "preferredDuringSchedulingIgnoredDuringExecution"
@@ -132,6 +133,36 @@ async def test_default_tolerations_go_beside_the_api_server_s_own(pack: Pack) ->
     d = await pack.decide(pod({"tolerations": api_server}))
     assert d.pod_spec["tolerations"] == api_server + [
         {"key": "dedicated", "operator": "Equal", "value": v, "effect": "NoSchedule"} for v in ("a", "b")]
+
+
+# -- what the API server fills in itself ------------------------------------------------------
+
+
+async def test_a_pod_as_the_api_server_sends_it_needs_no_policy(pack: Pack) -> None:
+    await pack.world([policy("restricted", {"allowed": {"schedulerNames": ["default-scheduler"]}}),  # granted to nobody
+                      priority_class("cluster-default", 7, global_default=True)])
+    d = await pack.decide(pod({**API_SERVER_POD_SPEC, "priorityClassName": "cluster-default", "priority": 7}))
+    assert d.errors == [] and d.admitted == d.obj
+    # a class that is not the global default is the pod's own choice: checked
+    other = await pack.decide(pod({**API_SERVER_POD_SPEC, "priorityClassName": "gold"}))
+    assert [e.split(";")[0] for e in other.errors] == ['SchedulingPolicy: priorityClassName "gold": not allowed (allowed: none)']
+
+
+async def test_what_the_api_server_filled_in_gives_way_to_the_defaults(pack: Pack) -> None:
+    await pack.world([policy("team", {"default": ALL_DEFAULTS}), *everyone_may_use(),
+                      priority_class("cluster-default", 7, global_default=True), priority_class("team-low", 1000)])
+    obj = pod({**API_SERVER_POD_SPEC, "priorityClassName": "cluster-default", "priority": 7})
+    d = await pack.decide(obj)
+    spec = d.pod_spec
+    assert {k: spec[k] for k in ALL_DEFAULTS} == {**ALL_DEFAULTS,
+                                                  "tolerations": API_SERVER_TOLERATIONS + ALL_DEFAULTS["tolerations"]}
+    # the priority resolved from the old class goes: the API server resolves the new one
+    assert "priority" not in spec and "preemptionPolicy" not in spec
+    assert {k: v for k, v in spec.items() if k not in ALL_DEFAULTS} == \
+        {k: v for k, v in pod_spec_of(obj).items() if k not in {*ALL_DEFAULTS, "priority", "preemptionPolicy"}}
+    # a pod template carries no resolved priority: nothing but the five fields changes
+    template = await pack.decide(workload("Deployment", {"priorityClassName": "cluster-default"}, NS))
+    assert {op["op"] for op in template.result["patches"]["schedulingpolicy"]} == {"add"}
 
 
 # -- deny-all-except, required, allowed ---------------------------------------------------

@@ -20,18 +20,28 @@ import yaml
 
 from common.kube_client import KubeApiError, Resource, kube_json
 from devstack.schedulingpolicy import COMPONENT, SYNC_FLAGS, component, pack_sources
+from devstack.scratch import install_crd
 from sync.policies import STATUS_ANNOTATION
 from tests.admission.conftest import eventually
 from tests.fixtures.kube import ScratchNamespaces
 from tests.fixtures.stack import rules, webhook_stack
-from tests.packs.schedulingpolicy.helpers import (GROUP, POD_SPEC_PATH, ROOT, binding, pod_spec_of, policy,
-                                                  use_role, workload)
+from tests.packs.schedulingpolicy.helpers import (API_SERVER_TOLERATIONS, GROUP, POD_SPEC_PATH, ROOT, binding,
+                                                  pod_spec_of, policy, priority_class, use_role, workload)
 
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+# A real API server serves a new CRD asynchronously: Established, then discovery
+# (measured on kube-apiserver 1.24 here: 0.07-0.15 s after the create). A bound for a
+# stuck server, not a guess at the delay: the waits end as soon as the server says so.
+CRD_TIMEOUT = 60.0
 SP = Resource(GROUP, "v1alpha1", "schedulingpolicies", False)
 PLURAL = {"Pod": "pods", "ReplicaSet": "replicasets", "Deployment": "deployments", "StatefulSet": "statefulsets",
           "DaemonSet": "daemonsets", "Job": "jobs", "CronJob": "cronjobs", "ClusterRole": "clusterroles",
-          "ClusterRoleBinding": "clusterrolebindings", "Role": "roles", "RoleBinding": "rolebindings"}
+          "ClusterRoleBinding": "clusterrolebindings", "Role": "roles", "RoleBinding": "rolebindings",
+          "PriorityClass": "priorityclasses"}
+SCHEDULING_FIELDS = ("schedulerName", "priorityClassName", "nodeSelector", "tolerations", "affinity")
+# The PriorityClasses the tests name (the API server's Priority plugin refuses a Pod
+# naming a class that does not exist), with their values.
+PRIORITY_CLASSES = {"team-low": 1000, "team-high": 2000}
 TEAM_DEFAULTS = {
     "schedulerName": "team-scheduler",
     "priorityClassName": "team-low",
@@ -88,6 +98,14 @@ class Stack:
             self.created.append(f"{path_of(body)}/{body['metadata']['name']}")
         return out
 
+    async def ensure(self, obj: dict[str, Any]) -> None:
+        """Create a cluster-scoped object unless it exists (then it is not the test's to delete)."""
+        try:
+            await self.create(obj)
+        except KubeApiError as exc:
+            if exc.status != 409:
+                raise
+
     async def denied(self, obj: dict[str, Any]) -> str:
         with pytest.raises(KubeApiError) as err:
             await self.create(obj)
@@ -115,11 +133,12 @@ class Stack:
 async def stack(opa: Any, kube: Any, kube_api: Any, kube_namespaces: ScratchNamespaces,
                 tmp_path: Path) -> AsyncIterator[Stack]:
     ns = await kube_namespaces.create("team-a")
+    await _default_service_account(kube_api, ns)
     policy_ns = await kube_namespaces.create("fp-policy")
     s = Stack(kube_api, opa, ns, policy_ns, [])
     (crd,) = component("crd.yaml")
-    await kube_json(kube_api, "POST", CRD_PATH, body=crd)
-    await eventually(lambda: _served(kube_api), 10, "the SchedulingPolicy CRD to be served")
+    await install_crd(kube_api, crd, timeout=CRD_TIMEOUT)  # created, and Established
+    await eventually(lambda: _discovered(kube_api), CRD_TIMEOUT, "discovery to list schedulingpolicies")
 
     _, rule = yaml.safe_load((COMPONENT / "webhook-rule.yaml").read_text())  # the component's rule, after its `test`
     try:
@@ -133,6 +152,8 @@ async def stack(opa: Any, kube: Any, kube_api: Any, kube_namespaces: ScratchName
                 await kube_json(kube_api, "POST", f"/api/v1/namespaces/{policy_ns}/configmaps", body=cm)
             await eventually(s.policies_loaded, 20, "the pack's ConfigMaps to load (fedplace.io/policy-status ok)")
             await eventually(lambda: _true(stack.sync.is_ready()), 15, "the sync to be ready")
+            for name, value in PRIORITY_CLASSES.items():
+                await s.ensure(priority_class(name, value))
             yield s
     finally:
         for path in [*reversed(s.created), f"{CRD_PATH}/{crd['metadata']['name']}"]:
@@ -142,9 +163,26 @@ async def stack(opa: Any, kube: Any, kube_api: Any, kube_namespaces: ScratchName
                 pass
 
 
-async def _served(api: Any) -> bool:
-    await kube_json(api, "GET", SP.collection_path())
-    return True
+async def _default_service_account(api: Any, ns: str) -> None:
+    """The namespace's `default` ServiceAccount, which a real API server's ServiceAccount
+    admission plugin requires of every Pod (kube-controller-manager, absent here, creates it)."""
+    try:
+        await kube_json(api, "POST", f"/api/v1/namespaces/{ns}/serviceaccounts",
+                        body={"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})
+    except KubeApiError as exc:
+        if exc.status != 409:  # already there
+            raise
+
+
+async def _discovered(api: Any) -> bool:
+    """Discovery of scheduling.fedplace.io/v1alpha1 lists the resource (a 404 while the group is not served yet)."""
+    try:
+        doc = await kube_json(api, "GET", f"/apis/{GROUP}/v1alpha1")
+    except KubeApiError as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return any(r.get("name") == SP.plural for r in doc.get("resources") or [])
 
 
 async def _true(value: bool) -> bool:
@@ -176,6 +214,32 @@ async def grant_team_policy(s: Stack) -> None:
 # -- the tests ------------------------------------------------------------------------
 
 
+async def test_what_the_api_server_fills_in_needs_no_policy_and_gives_way_to_defaults(stack: Stack) -> None:
+    """A Pod that sets nothing arrives with the default scheduler, the cluster's global default
+    PriorityClass and DefaultTolerationSeconds' tolerations: admitted under `restricted`
+    alone, and given the team's defaults once the team's policy is usable."""
+    await install_defaults(stack)
+    cluster_default = f"fp-default-{uuid.uuid4().hex[:8]}"
+    await stack.create(priority_class(cluster_default, 7, global_default=True))
+    await eventually(lambda: stack.replicated("priorityclasses", cluster_default), 10, "the PriorityClass in OPA")
+
+    plain = pod_spec_of(await stack.create(workload("Pod", {}, "team-a", "plain")))
+    assert scheduling(plain) == {"schedulerName": "default-scheduler", "priorityClassName": cluster_default,
+                                 "tolerations": API_SERVER_TOLERATIONS}
+    assert plain["priority"] == 7
+
+    await grant_team_policy(stack)
+    team = pod_spec_of(await stack.create(workload("Pod", {}, "team-a", "team")))
+    assert scheduling(team) == {**TEAM_DEFAULTS, "tolerations": API_SERVER_TOLERATIONS + TEAM_DEFAULTS["tolerations"]}
+    assert team["priority"] == PRIORITY_CLASSES["team-low"]
+
+    # a toleration like the API server's but tolerating for ever is the pod's own: checked
+    forever = {k: v for k, v in API_SERVER_TOLERATIONS[1].items() if k != "tolerationSeconds"}
+    message = await stack.denied(workload("Pod", {"tolerations": [forever]}, "team-a", "forever"))
+    assert ('SchedulingPolicy: toleration {"effect":"NoExecute","key":"node.kubernetes.io/unreachable",'
+            '"operator":"Exists"}: not allowed (no allowed toleration rule covers it)') in message
+
+
 async def test_an_invalid_schedulingpolicy_is_refused_naming_the_field(stack: Stack) -> None:
     message = await stack.denied(policy("broken", {"required": {"priorityClasseNames": []}, "default": {"tolerations": []}}))
     assert 'SchedulingPolicy "broken": spec.required.priorityClasseNames: an empty list requires nothing' in message
@@ -202,13 +266,25 @@ async def test_restricted_by_default_then_a_rolebinding_grants_the_team_policy(s
             f"considered for service account {s.ns}/default: restricted, team-a (merge: smart)") in message
 
 
+def scheduling(pod_spec: dict[str, Any]) -> dict[str, Any]:
+    """The five scheduling fields of a pod spec (those it has)."""
+    return {field: pod_spec[field] for field in SCHEDULING_FIELDS if field in pod_spec}
+
+
 @pytest.mark.parametrize("kind", sorted(POD_SPEC_PATH))
 async def test_defaults_land_at_each_kind_s_pod_spec(stack: Stack, kind: str) -> None:
+    """The API server defaults every pod spec at decode (schedulerName default-scheduler, …):
+    the policy's defaults replace what it filled in, beside the tolerations it adds to Pods."""
     await install_defaults(stack)
     await grant_team_policy(stack)
     obj = workload(kind, {}, "team-a", f"{kind.lower()}-x")
     created = await stack.create(obj)
-    assert pod_spec_of(created) == {**pod_spec_of(obj), **TEAM_DEFAULTS}
+    expected = dict(TEAM_DEFAULTS)
+    if kind == "Pod":  # DefaultTolerationSeconds' two, then the policy's
+        expected["tolerations"] = API_SERVER_TOLERATIONS + TEAM_DEFAULTS["tolerations"]
+        # the Priority plugin, run again after the webhook, resolved the defaulted class
+        assert pod_spec_of(created)["priority"] == PRIORITY_CLASSES["team-low"]
+    assert scheduling(pod_spec_of(created)) == expected
     stored = await kube_json(stack.api, "GET", f"{path_of({**obj, 'metadata': {**obj['metadata'], 'namespace': stack.ns}})}/{obj['metadata']['name']}")
     assert pod_spec_of(stored) == pod_spec_of(created)
 
