@@ -244,8 +244,9 @@ def _rule(package: tuple[str, ...], tokens: list[tuple[str, str, int]]) -> RuleH
     i += 1
     while i < len(tokens):
         k, t, _ = tokens[i]
-        if t == "." and i + 1 < len(tokens) and tokens[i + 1][0] == "ident" and ground:
-            path.append(tokens[i + 1][1])
+        if t == "." and i + 1 < len(tokens) and tokens[i + 1][0] == "ident":
+            if ground:  # after a variable the reference goes on (q.r[x].t), outside the path
+                path.append(tokens[i + 1][1])
             i += 2
         elif t == "[":
             j, depth = i + 1, 1

@@ -192,6 +192,19 @@ async def test_limits_are_checked_before_opa_sees_the_module(opa, policies, star
     assert await eventually(lambda: policies.status_is("more", "ok"), 15, "loaded once there is room")
 
 
+async def test_rules_whose_reference_goes_on_after_a_variable_count_too(opa, policies, start_sync):
+    """``q.r[x].t := …`` is a rule to OPA (defining ``q.r.<x>.t``): the rule limit counts
+    it, so a module of such rules cannot slip past the limit and jam OPA."""
+    many = "".join(f'q{i}.r[x].t := {i} if x := "k"\n' for i in range(60))
+    await policies.put("refs", {"r.rego": "package fedtest.refs\n\n" + many})
+    await policies.put("few", {"f.rego": "package fedtest.few\n\n" + many.split("\n", 1)[0] + "\n"})
+    await start_sync("--policy-max-module-rules", "50")
+    status = await eventually(lambda: policies.status_is("refs", "error"), what="too many rules")
+    assert status["errors"][0]["code"] == "fedplace_too_many_rules" and "60 rules" in status["errors"][0]["message"]
+    assert await eventually(lambda: policies.status_is("few", "ok"), what="one such rule loaded")
+    assert (await result(opa, "fedtest/few/q0/r/k/t")) == 0  # what OPA makes of it
+
+
 async def test_the_issues_jamming_configmap_is_refused_by_default(opa, policies, start_sync):
     """Issue 17.2: one valid 858 KB ConfigMap of 55,000 rules jammed OPA for good. The same
     size and rule count here (an API server stores at most 1 MiB per object)."""
