@@ -47,6 +47,7 @@ from devstack.demo_schedulingpolicy import CRDS as SCHEDULINGPOLICY_CRDS, SYNC_F
 from devstack.demo_schedulingpolicy import schedulingpolicy_steps
 from devstack.federation import CLUSTER_CRD, CLUSTERS_PATH, cluster
 from devstack.launch import ServerProcess
+from devstack.scratch import create_namespace
 from devstack.tls import make_ca_and_cert
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -200,8 +201,7 @@ async def demo_steps(api: client.ApiClient, work: Path, logs: Path, engine: Serv
                      kube: ServerProcess, kubeconfig: Path, procs: list[ServerProcess],
                      started: Callable[[ServerProcess], ServerProcess], notify_token: str) -> None:
     for ns in ("opa", POLICY_NS, "shop"):
-        await kube_json(api, "POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace",
-                                                                  "metadata": {"name": ns}})
+        await create_namespace(api, ns)  # and its default ServiceAccount, as the controller would
     await kube_json(api, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=CLUSTER_CRD)
     for crd in SCHEDULINGPOLICY_CRDS:  # before the sync, which replicates SchedulingPolicies
         await kube_json(api, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=crd)

@@ -35,6 +35,9 @@ NS = "shop"
 WEBHOOK_CONFIG = "fedplace"
 SP_PATH = "/apis/scheduling.fedplace.io/v1alpha1/schedulingpolicies"
 DEPLOYMENTS = f"/apis/apps/v1/namespaces/{NS}/deployments"
+# What the API server itself gives every pod spec (SetDefaults_PodSpec), before any webhook.
+API_SERVER_POD_SPEC_DEFAULTS = {"dnsPolicy": "ClusterFirst", "restartPolicy": "Always", "securityContext": {},
+                                "terminationGracePeriodSeconds": 30, "schedulerName": "default-scheduler"}
 
 SHOP_POLICY = {
     "apiVersion": "scheduling.fedplace.io/v1alpha1", "kind": "SchedulingPolicy", "metadata": {"name": "shop"},
@@ -143,7 +146,9 @@ async def schedulingpolicy_steps(api: client.ApiClient, first: int, *, say: Call
     injected = {k: spec[k] for k in ("priorityClassName", "nodeSelector", "tolerations") if k in spec}
     say(f"   worker admitted {took:.2f}s after the grant; its pod template got {json.dumps(injected)}")
     check(injected == SHOP_POLICY["spec"]["default"], "the pod template defaulted at spec.template.spec")
-    check("schedulerName" not in spec, "nothing else added")
+    added = set(spec) - {"containers"} - set(API_SERVER_POD_SPEC_DEFAULTS)
+    check(added == set(injected) and spec["schedulerName"] == API_SERVER_POD_SPEC_DEFAULTS["schedulerName"],
+          "nothing else added (beside the API server's own pod spec defaults)")
     message = await denied(DEPLOYMENTS, deployment("indexer", {"nodeSelector": {"disk": "nvme"}}))
     say(f"   {message}")
     check('nodeSelector disk=nvme: not allowed (allowed values of disk: "ssd")' in message

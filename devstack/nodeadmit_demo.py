@@ -38,6 +38,7 @@ from kubernetes_asyncio import client, config
 from common.kube_client import kube_json
 from devstack.demo import DemoFailed, check, say, step
 from devstack.launch import ServerProcess, free_port
+from devstack.scratch import create_namespace
 
 __all__ = ["PACK", "PACK_ORDER", "main", "pack_modules", "port_open"]
 
@@ -157,8 +158,9 @@ async def run_demo(work: Path) -> None:
 
 async def demo_pods(work: Path, api: client.ApiClient, kubeconfig: str) -> None:
     gate_on = "PodAdmissionPlugin=true"
-    await kube_json(api, "POST", "/api/v1/namespaces",
-                    body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    # With its default ServiceAccount, as the service-account controller would: without it the API
+    # server's ServiceAccount admission plugin refuses the pods.
+    await create_namespace(api, NAMESPACE)
 
     step(3, "An API pod that asks for nothing special")
     web = await kube_json(api, "POST", f"/api/v1/namespaces/{NAMESPACE}/pods", body=pod("web"))

@@ -8,7 +8,8 @@ devstack one:
 * ``FEDPLACE_TEST_KUBECONFIG``: a real Kubernetes API server.
 
 Tests marked ``devstack_only`` need the devstack's fault injection and are
-skipped when the server they use is external.
+skipped when the server they use is external. The marker may say why
+(``@pytest.mark.devstack_only(reason="...")``); the skip then shows it.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ def external_kube() -> bool:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not (external_opa() or external_kube()):
         return
-    skip = pytest.mark.skip(reason="needs devstack fault injection; an external server is configured")
     for item in items:
-        if item.get_closest_marker("devstack_only"):
-            item.add_marker(skip)
+        marker = item.get_closest_marker("devstack_only")
+        if marker is not None:
+            why = marker.kwargs.get("reason") or (marker.args[0] if marker.args else "needs devstack fault injection")
+            item.add_marker(pytest.mark.skip(reason=f"devstack only: {why} (an external server is configured)"))

@@ -171,24 +171,16 @@ def finalize_create(rt: ResourceType, obj: dict[str, Any]) -> None:
     validate_admitted(rt, obj)
 
 
-def finalize_update(rt: ResourceType, old: dict[str, Any], new: dict[str, Any], subresource: str = "") -> None:
-    """The registry strategy and validation of an admitted update."""
-    if not subresource:
-        strategy.prepare_for_update(rt, old, new)
-    validate_admitted(rt, new)
-
-
 def _spec_part(rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
     skip = {"metadata", "status"} if rt.status_subresource or not rt.custom else {"metadata"}
     return {k: v for k, v in obj.items() if k not in skip}
 
 
 def prepare_update(rt: ResourceType, old: dict[str, Any], new: dict[str, Any], subresource: str = "") -> dict[str, Any]:
-    """The object to store when ``new`` replaces ``old`` (main resource or ``status``).
-
-    System metadata comes from ``old``; with a status subresource the main resource
-    keeps the old status and ``/status`` changes only status; generation is bumped
-    when the spec part changes.
+    """The decoded, defaulted object admission sees when ``new`` replaces ``old`` (main resource or
+    ``status``): name and namespace from ``old``; uid, creationTimestamp and, with a status
+    subresource, the status as the client sent them (:func:`finalize_update` restores them).
+    ``/status`` changes only status.
     """
     new = copy.deepcopy(new)
     new["apiVersion"], new["kind"] = old.get("apiVersion", rt.api_version), rt.kind
@@ -200,28 +192,44 @@ def prepare_update(rt: ResourceType, old: dict[str, Any], new: dict[str, Any], s
         merged["metadata"] = copy.deepcopy(old_meta)
         return merged
     meta = new.setdefault("metadata", {})
-    for field in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
-        if field in old_meta:
-            meta[field] = old_meta[field]
-        else:
-            meta.pop(field, None)
     meta["name"] = old_meta["name"]
     if "namespace" in old_meta:
         meta["namespace"] = old_meta["namespace"]
     meta.pop("managedFields", None)
     meta.pop("selfLink", None)
-    if rt.status_subresource:
-        if "status" in old:
-            new["status"] = copy.deepcopy(old["status"])
-        else:
-            new.pop("status", None)
+    meta.setdefault("creationTimestamp", None)
     decode_defaults(rt, new)
-    if rt.status_subresource and "status" in old:
-        new["status"] = copy.deepcopy(old["status"])
     default_and_validate(rt, new, old)
-    if rt.has_generation and _spec_part(rt, new) != _spec_part(rt, old):
-        meta["generation"] = int(old_meta.get("generation", 1)) + 1
     return new
+
+
+def _keep_status(rt: ResourceType) -> bool:
+    """An update of the main resource keeps the stored status (CRDs recompute theirs)."""
+    return rt.status_subresource and rt.collection_key != CRD_KEY
+
+
+def finalize_update(rt: ResourceType, old: dict[str, Any], new: dict[str, Any], subresource: str = "") -> None:
+    """``BeforeUpdate`` on an admitted update: system metadata from ``old``, the stored status kept
+    (status subresource), generation bumped when the spec part changes, the registry strategy,
+    validation."""
+    if not subresource:
+        meta, old_meta = new["metadata"], old["metadata"]
+        for field in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds"):
+            if field in old_meta:
+                meta[field] = old_meta[field]
+            else:
+                meta.pop(field, None)
+        if _keep_status(rt):
+            if "status" in old:
+                new["status"] = copy.deepcopy(old["status"])
+            else:
+                new.pop("status", None)
+        meta.pop("generation", None)
+        if rt.has_generation:
+            generation = int(old_meta.get("generation", 1))
+            meta["generation"] = generation + 1 if _spec_part(rt, new) != _spec_part(rt, old) else generation
+        strategy.prepare_for_update(rt, old, new)
+    validate_admitted(rt, new)
 
 
 def unchanged(a: dict[str, Any], b: dict[str, Any]) -> bool:

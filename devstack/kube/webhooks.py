@@ -154,9 +154,11 @@ def _review(a: Attributes, obj: dict[str, Any] | None) -> dict[str, Any]:
     req: dict[str, Any] = {
         "uid": str(uuid.uuid4()),
         "kind": gvk, "resource": gvr, "requestKind": gvk, "requestResource": gvr,
-        "name": a.name, "operation": a.operation, "userInfo": a.user,
+        "operation": a.operation, "userInfo": a.user,
         "object": obj, "oldObject": a.old, "dryRun": a.dry_run, "options": a.options,
     }
+    if a.name:  # omitted when empty (a create with generateName), as kube-apiserver encodes it
+        req["name"] = a.name
     if a.sub_resource:
         req["subResource"] = a.sub_resource
         req["requestSubResource"] = a.sub_resource

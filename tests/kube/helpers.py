@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import itertools
 import json
 import ssl
 from contextlib import asynccontextmanager
@@ -132,6 +133,34 @@ async def webhook_server(tls: WebhookTLS, respond: Responder) -> AsyncIterator[W
         yield WebhookServer(f"https://127.0.0.1:{port}", port, reviews)
     finally:
         await runner.cleanup()
+
+
+PROBE_PREFIX = "webhook-probe-"
+
+
+async def register_webhook(api: client.ApiClient, body: dict[str, Any], hook: WebhookServer, namespace: str,
+                           timeout: float = 15.0) -> None:
+    """Create the MutatingWebhookConfiguration ``body`` and wait until the API server calls it.
+
+    A real kube-apiserver loads webhook configurations asynchronously, so the test probes: a
+    dry-run ConfigMap ``webhook-probe-<n>`` in ``namespace`` until ``hook`` receives it or the
+    answer names one of the configuration's webhooks (one that cannot be reached, say). The
+    probes' reviews are then removed from ``hook.reviews``."""
+    await client.AdmissionregistrationV1Api(api).create_mutating_webhook_configuration(body)
+    names = [h["name"] for h in body["webhooks"]]
+    deadline = asyncio.get_running_loop().time() + timeout
+    for n in itertools.count():
+        probe = f"{PROBE_PREFIX}{n}"
+        status, doc, _ = await raw(api, "POST", f"/api/v1/namespaces/{namespace}/configmaps",
+                                   query=[("dryRun", "All")], body={"metadata": {"name": probe}})
+        message = (doc or {}).get("message", "") if status >= 400 else ""
+        reached = any(r["request"].get("name") == probe for r in hook.reviews)
+        if reached or any(f'"{name}"' in message for name in names):
+            break
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"webhook configuration {body['metadata']['name']} not in effect after {timeout}s")
+        await asyncio.sleep(0.1)
+    hook.reviews[:] = [r for r in hook.reviews if not r["request"].get("name", "").startswith(PROBE_PREFIX)]
 
 
 def b64_patch(ops: list[dict[str, Any]]) -> str:

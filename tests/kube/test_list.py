@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import aiohttp
 import pytest
@@ -101,19 +102,51 @@ async def test_pagination(kube_api: client.ApiClient, kube_namespace: str) -> No
     assert first.metadata.remaining_item_count == 15
 
 
-async def test_pagination_with_selector(kube_api: client.ApiClient, kube_namespace: str) -> None:
-    core = client.CoreV1Api(kube_api)
-    await _populate(core, kube_namespace, 20)
-    seen: list[str] = []
-    token = None
+async def _selector_pages(core: client.CoreV1Api, ns: str, limit: int) -> list[list[str]]:
+    pages, token = [], None
     while True:
-        page = await core.list_namespaced_config_map(kube_namespace, limit=3, _continue=token,
-                                                     label_selector="parity=even")
-        seen += [i.metadata.name for i in page.items]
+        page = await core.list_namespaced_config_map(ns, limit=limit, _continue=token, label_selector="parity=even")
+        assert page.metadata.remaining_item_count is None  # never counted under a selector
+        pages.append([i.metadata.name for i in page.items])
         token = page.metadata._continue
         if not token:
-            break
-    assert seen == [f"cm-{i:03d}" for i in range(0, 20, 2)]
+            return pages
+
+
+async def test_pagination_with_selector_pages_may_be_short_or_empty(kube_api: client.ApiClient,
+                                                                   kube_namespace: str) -> None:
+    """With a selector, the server fills a page from the keys after the token and stops at
+    ``limit`` matches; it does not look ahead, so the last page can be empty: clients must
+    follow ``continue`` until it is absent, not stop at a short page."""
+    core = client.CoreV1Api(kube_api)
+    await _populate(core, kube_namespace, 20)
+    pages = await _selector_pages(core, kube_namespace, limit=1)
+    assert pages == [[f"cm-{i:03d}"] for i in range(0, 20, 2)] + [[]]
+
+
+def _drops_selector_pages(version: str) -> bool:
+    """kube-apiserver 1.24.0-1.24.2 lose the matches of a page's first etcd batch when it has to
+    fetch another (kubernetes/kubernetes#110652, fixed in 1.24.3)."""
+    m = re.match(r"v1\.24\.(\d+)", version)
+    return m is not None and int(m.group(1)) < 3
+
+
+async def test_pagination_with_selector_returns_every_match(request: pytest.FixtureRequest, kube_api: client.ApiClient,
+                                                            kube_namespace: str) -> None:
+    """Pages of at most ``limit`` matches, filled up to it, in key order, together every match once
+    (expected to fail, strictly, on the kube-apiserver versions that drop matches)."""
+    version = (await client.VersionApi(kube_api).get_code()).git_version
+    if _drops_selector_pages(version):
+        request.node.add_marker(pytest.mark.xfail(
+            reason=f"{version} drops matches from selector pages (kubernetes/kubernetes#110652, fixed in 1.24.3)",
+            strict=True))
+    core = client.CoreV1Api(kube_api)
+    await _populate(core, kube_namespace, 20)
+    pages = await _selector_pages(core, kube_namespace, limit=3)
+    assert all(len(p) <= 3 for p in pages)
+    assert [name for p in pages for name in p] == [f"cm-{i:03d}" for i in range(0, 20, 2)]
+    assert pages[:4] == [["cm-000", "cm-002", "cm-004"], ["cm-006", "cm-008", "cm-010"],
+                         ["cm-012", "cm-014", "cm-016"], ["cm-018"]]
 
 
 async def test_bad_continue_is_400(kube_api: client.ApiClient, kube_namespace: str) -> None:
@@ -123,8 +156,9 @@ async def test_bad_continue_is_400(kube_api: client.ApiClient, kube_namespace: s
     assert_status(status_of(info.value), 400, "BadRequest")
 
 
-@pytest.mark.devstack_only
 async def test_expired_continue_is_410(kube, kube_api: client.ApiClient, kube_namespace: str) -> None:
+    """A continue token older than the storage's compaction: 410, with a token that continues
+    from the same key in the current state (an inconsistent list, as the message says)."""
     core = client.CoreV1Api(kube_api)
     await _populate(core, kube_namespace, 5)
     page = await core.list_namespaced_config_map(kube_namespace, limit=2)
@@ -135,7 +169,9 @@ async def test_expired_continue_is_410(kube, kube_api: client.ApiClient, kube_na
         await core.list_namespaced_config_map(kube_namespace, limit=2, _continue=page.metadata._continue)
     doc = status_of(info.value)
     assert_status(doc, 410, "Expired")
-    assert "too old" in doc["message"]
+    assert doc["message"].startswith("The provided continue parameter is too old to display a consistent list result.")
+    rest = await core.list_namespaced_config_map(kube_namespace, _continue=doc["metadata"]["continue"])
+    assert [i.metadata.name for i in rest.items] == ["cm-002", "cm-003", "cm-004", "z"]
 
 
 async def test_list_items_deserialize_with_typed_api(kube_api: client.ApiClient, kube_namespace: str) -> None:

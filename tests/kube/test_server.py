@@ -1,4 +1,7 @@
-"""Auth, fault injection, reset, and the kubeconfig the server writes."""
+"""Auth, fault injection, reset, and the kubeconfig the server writes.
+
+The devstack's own features run against a devstack server in either mode
+(``devstack_kube``); the last tests concern any API server."""
 
 from __future__ import annotations
 
@@ -10,8 +13,8 @@ from kubernetes_asyncio.client.rest import ApiException
 from .helpers import assert_status, raw, status_of
 
 
-@pytest.mark.devstack_only
-async def test_bearer_token_required(kube) -> None:
+async def test_bearer_token_required(devstack_kube) -> None:
+    kube = devstack_kube
     cfg = client.Configuration(host=kube.url)
     cfg.api_key = {"BearerToken": "wrong"}
     cfg.api_key_prefix = {"BearerToken": "Bearer"}
@@ -27,8 +30,8 @@ async def test_bearer_token_required(kube) -> None:
         assert (await client.VersionApi(api).get_code()).major
 
 
-@pytest.mark.devstack_only
-async def test_kubeconfig_is_usable(kube) -> None:
+async def test_kubeconfig_is_usable(devstack_kube) -> None:
+    kube = devstack_kube
     doc = yaml.safe_load(kube.kubeconfig.read_text())
     assert doc["clusters"][0]["cluster"]["server"] == kube.url
     cfg = client.Configuration()
@@ -38,8 +41,8 @@ async def test_kubeconfig_is_usable(kube) -> None:
     assert "default" in names
 
 
-@pytest.mark.devstack_only
-async def test_injected_faults_are_status_objects(kube, kube_api: client.ApiClient) -> None:
+async def test_injected_faults_are_status_objects(devstack_kube, devstack_kube_api: client.ApiClient) -> None:
+    kube, kube_api = devstack_kube, devstack_kube_api
     await kube.set_faults({"fail": {"path": "/api/v1/namespaces/default/configmaps", "status": 429, "count": 2,
                                     "retry_after": 1}})
     core = client.CoreV1Api(kube_api)
@@ -59,8 +62,9 @@ async def test_injected_faults_are_status_objects(kube, kube_api: client.ApiClie
     assert status == 200
 
 
-@pytest.mark.devstack_only
-async def test_reset_restores_initial_state_and_rv_keeps_growing(kube, kube_api: client.ApiClient) -> None:
+async def test_reset_restores_initial_state_and_rv_keeps_growing(devstack_kube,
+                                                                 devstack_kube_api: client.ApiClient) -> None:
+    kube, kube_api = devstack_kube, devstack_kube_api
     core = client.CoreV1Api(kube_api)
     await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="scratch")))
     await core.create_namespaced_config_map("scratch", client.V1ConfigMap(metadata=client.V1ObjectMeta(name="a")))

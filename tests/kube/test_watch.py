@@ -10,7 +10,10 @@ import pytest
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.rest import ApiException
 
-from .helpers import collect, raw
+from common.kube_client import kube_json
+from devstack.scratch import create_namespace
+
+from .helpers import collect, raw, unique
 
 
 def cm(name: str, labels: dict[str, str] | None = None, data: dict[str, str] | None = None) -> client.V1ConfigMap:
@@ -140,11 +143,50 @@ async def test_bookmarks_are_sent_and_parsed(kube_api: client.ApiClient, kube_na
     assert events[0]["type"] == "ADDED"
 
 
-@pytest.mark.devstack_only
-async def test_periodic_and_final_bookmarks(kube, kube_api: client.ApiClient, kube_namespace: str) -> None:
+async def _events_in(api: client.ApiClient, ns: str, *names: str) -> None:
+    for name in names:
+        await kube_json(api, "POST", f"/api/v1/namespaces/{ns}/events", body={
+            "apiVersion": "v1", "kind": "Event", "metadata": {"name": name},
+            "involvedObject": {"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "namespace": ns},
+            "reason": "Tested", "message": name, "type": "Normal", "source": {"component": "fedplace-tests"}})
+
+
+async def test_too_old_resource_version_is_in_stream_410(kube, kube_api: client.ApiClient,
+                                                         kube_namespace: str) -> None:
+    """Events are watched in storage (kube-apiserver keeps no watch cache for them): once the
+    storage is compacted, an older RV is HTTP 200 and then one ERROR event, a 410 Status."""
     core = client.CoreV1Api(kube_api)
+    old_rv = (await core.list_namespaced_event(kube_namespace)).metadata.resource_version
+    await _events_in(kube_api, kube_namespace, "e0", "e1", "e2")
+    await kube.compact()
+    status, _, body = await raw(kube_api, "GET", f"/api/v1/namespaces/{kube_namespace}/events",
+                                query=[("watch", "1"), ("resourceVersion", old_rv), ("timeoutSeconds", "5")])
+    assert status == 200
+    lines = [json.loads(line) for line in body.split(b"\n") if line]
+    assert lines == [{"type": "ERROR", "object": {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": "The resourceVersion for the provided watch is too old.", "reason": "Expired", "code": 410}}]
     w = watch.Watch()
-    events = await collect(w.stream(core.list_namespaced_config_map, kube_namespace, timeout_seconds=3,
+    with pytest.raises(ApiException) as info:
+        await collect(w.stream(core.list_namespaced_event, kube_namespace, resource_version=old_rv,
+                               timeout_seconds=5))
+    assert info.value.status == 410
+
+
+# ---- the devstack's own watch features (its flags and admin calls), on a devstack server ----
+
+async def _devstack_namespace(api: client.ApiClient) -> str:
+    ns = unique("watch")
+    await create_namespace(api, ns)
+    return ns
+
+
+async def test_periodic_and_final_bookmarks(devstack_kube_api: client.ApiClient) -> None:
+    """--bookmark-interval (the fixture's: 1 s) while idle, and one when timeoutSeconds ends the stream."""
+    core = client.CoreV1Api(devstack_kube_api)
+    ns = await _devstack_namespace(devstack_kube_api)
+    w = watch.Watch()
+    events = await collect(w.stream(core.list_namespaced_config_map, ns, timeout_seconds=3,
                                     allow_watch_bookmarks=True), limit=10)
     await w.close()
     bookmarks = [e for e in events if e["type"] == "BOOKMARK"]
@@ -152,59 +194,42 @@ async def test_periodic_and_final_bookmarks(kube, kube_api: client.ApiClient, ku
     assert w.resource_version == bookmarks[-1]["raw_object"]["metadata"]["resourceVersion"]
 
 
-@pytest.mark.devstack_only
-async def test_too_old_resource_version_is_in_stream_410(kube, kube_api: client.ApiClient,
-                                                         kube_namespace: str) -> None:
-    core = client.CoreV1Api(kube_api)
-    old_rv = (await core.list_namespaced_config_map(kube_namespace)).metadata.resource_version
-    for i in range(3):
-        await core.create_namespaced_config_map(kube_namespace, cm(f"c{i}"))
-    await kube.compact()
-    status, _, body = await raw(kube_api, "GET", f"/api/v1/namespaces/{kube_namespace}/configmaps",
-                                query=[("watch", "1"), ("resourceVersion", old_rv), ("timeoutSeconds", "5")])
-    assert status == 200
-    lines = [json.loads(line) for line in body.split(b"\n") if line]
-    assert len(lines) == 1 and lines[0]["type"] == "ERROR"
-    obj = lines[0]["object"]
-    assert obj == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                   "message": obj["message"], "reason": "Expired", "code": 410}
-    assert obj["message"].startswith(f"too old resource version: {old_rv} (")
+async def test_close_watches_ends_streams(devstack_kube, devstack_kube_api: client.ApiClient) -> None:
+    core = client.CoreV1Api(devstack_kube_api)
+    ns = await _devstack_namespace(devstack_kube_api)
     w = watch.Watch()
-    with pytest.raises(ApiException) as info:
-        await collect(w.stream(core.list_namespaced_config_map, kube_namespace, resource_version=old_rv,
-                               timeout_seconds=5))
-    assert info.value.status == 410
-
-
-@pytest.mark.devstack_only
-async def test_close_watches_ends_streams(kube, kube_api: client.ApiClient, kube_namespace: str) -> None:
-    core = client.CoreV1Api(kube_api)
-    w = watch.Watch()
-    task = asyncio.create_task(collect(w.stream(core.list_namespaced_config_map, kube_namespace,
+    task = asyncio.create_task(collect(w.stream(core.list_namespaced_config_map, ns,
                                                 timeout_seconds=30), limit=20))
     for _ in range(100):
-        if (await kube.state())["watchers"]:
+        if (await devstack_kube.state())["watchers"]:
             break
         await asyncio.sleep(0.02)
     start = time.monotonic()
-    closed = await kube.close_watches()
+    closed = await devstack_kube.close_watches()
     assert closed["closed"] >= 1
     await asyncio.wait_for(task, 5)
     await w.close()
     assert time.monotonic() - start < 2
 
 
-@pytest.mark.devstack_only
-async def test_history_window_keeps_recent_rvs_watchable(kube, kube_api: client.ApiClient,
-                                                         kube_namespace: str) -> None:
-    core = client.CoreV1Api(kube_api)
-    await core.create_namespaced_config_map(kube_namespace, cm("a"))
-    rv = (await core.list_namespaced_config_map(kube_namespace)).metadata.resource_version
-    await core.create_namespaced_config_map(kube_namespace, cm("b"))
-    await kube.compact(keep=1)  # only the last event (b's creation) is kept
+async def test_history_window_keeps_recent_rvs_watchable(devstack_kube, devstack_kube_api: client.ApiClient) -> None:
+    """--history / compact(keep): RVs inside the window replay; older ones are 410 in the watch
+    cache's wording (ConfigMaps are watched through kube-apiserver's cache)."""
+    core = client.CoreV1Api(devstack_kube_api)
+    ns = await _devstack_namespace(devstack_kube_api)
+    before = (await core.list_namespaced_config_map(ns)).metadata.resource_version
+    await core.create_namespaced_config_map(ns, cm("a"))
+    rv = (await core.list_namespaced_config_map(ns)).metadata.resource_version
+    await core.create_namespaced_config_map(ns, cm("b"))
+    compacted = (await devstack_kube.compact(keep=1))["compactedResourceVersion"]  # only b's creation is kept
     w = watch.Watch()
-    events = await collect(w.stream(core.list_namespaced_config_map, kube_namespace, resource_version=rv,
+    events = await collect(w.stream(core.list_namespaced_config_map, ns, resource_version=rv,
                                     timeout_seconds=2),
                            until=lambda evs: any(e["type"] == "ADDED" for e in evs))
     await w.close()
     assert [e["object"].metadata.name for e in events if e["type"] == "ADDED"] == ["b"]
+    status, _, body = await raw(devstack_kube_api, "GET", f"/api/v1/namespaces/{ns}/configmaps",
+                                query=[("watch", "1"), ("resourceVersion", before), ("timeoutSeconds", "2")])
+    [line] = [json.loads(line) for line in body.split(b"\n") if line]
+    assert line["object"]["code"] == 410
+    assert line["object"]["message"] == f"too old resource version: {before} ({compacted})"

@@ -1,5 +1,7 @@
-"""Mutating admission webhook dispatch: an in-test HTTPS webhook (trustme CA) registered
-through the API. devstack_only: a real kube-apiserver usually cannot reach 127.0.0.1 here."""
+"""Mutating admission webhook dispatch: an in-test HTTPS webhook (trustme CA) on 127.0.0.1,
+registered through the API with its caBundle — on the devstack and on a real kube-apiserver
+running on this machine (which loads the configuration asynchronously: ``register_webhook``
+waits until it is in effect)."""
 
 from __future__ import annotations
 
@@ -14,10 +16,7 @@ from kubernetes_asyncio.client.rest import ApiException
 from devstack.kube.server import Server, ServerConfig
 from devstack.kube.webhooks import ServiceResolver
 
-from .helpers import WebhookTLS, assert_status, b64_patch, mwc_body, status_of, unique, webhook_server
-
-pytestmark = pytest.mark.devstack_only
-
+from .helpers import WebhookTLS, assert_status, b64_patch, mwc_body, register_webhook, status_of, unique, webhook_server
 
 async def annotate(review: dict[str, Any]) -> dict[str, Any]:
     obj = review["request"]["object"]
@@ -29,6 +28,7 @@ async def annotate(review: dict[str, Any]) -> dict[str, Any]:
 
 
 async def register(api: client.ApiClient, body: dict[str, Any]) -> None:
+    """Create without waiting (for the in-process devstack server, which applies it at once)."""
     await client.AdmissionregistrationV1Api(api).create_mutating_webhook_configuration(body)
 
 
@@ -40,8 +40,9 @@ async def test_mutating_webhook_patches_create_and_update(kube, kube_api: client
                                                           kube_namespace: str) -> None:
     tls = WebhookTLS()
     async with webhook_server(tls, annotate) as hook:
-        await register(kube_api, mwc_body(unique("mwc"), "annotate.fedplace.io",
-                                          {"url": hook.url + "/mutate", "caBundle": tls.ca_bundle}))
+        await register_webhook(kube_api, mwc_body(unique("mwc"), "annotate.fedplace.io",
+                                                  {"url": hook.url + "/mutate", "caBundle": tls.ca_bundle}),
+                               hook, kube_namespace)
         core = client.CoreV1Api(kube_api)
         created = await core.create_namespaced_config_map(kube_namespace, cm("a"))
         assert created.metadata.annotations == {"fedplace.io/mutated": "CREATE"}
@@ -72,8 +73,8 @@ async def test_denial_is_answered_like_the_api_server(kube, kube_api: client.Api
 
     tls = WebhookTLS()
     async with webhook_server(tls, deny) as hook:
-        await register(kube_api, mwc_body(unique("mwc"), "deny.fedplace.io",
-                                          {"url": hook.url, "caBundle": tls.ca_bundle}))
+        await register_webhook(kube_api, mwc_body(unique("mwc"), "deny.fedplace.io",
+                                                  {"url": hook.url, "caBundle": tls.ca_bundle}), hook, kube_namespace)
         core = client.CoreV1Api(kube_api)
         with pytest.raises(ApiException) as info:
             await core.create_namespaced_config_map(kube_namespace, cm("d"))
@@ -93,9 +94,9 @@ async def test_timeout_and_failure_policy(kube, kube_api: client.ApiClient, kube
 
     tls = WebhookTLS()
     async with webhook_server(tls, slow) as hook:
-        await register(kube_api, mwc_body(unique("mwc"), "slow.fedplace.io",
-                                          {"url": hook.url, "caBundle": tls.ca_bundle}, failure_policy=policy,
-                                          timeout=1))
+        await register_webhook(kube_api, mwc_body(unique("mwc"), "slow.fedplace.io",
+                                                  {"url": hook.url, "caBundle": tls.ca_bundle}, failure_policy=policy,
+                                                  timeout=1), hook, kube_namespace)
         core = client.CoreV1Api(kube_api)
         loop = asyncio.get_running_loop()
         start = loop.time()
@@ -115,8 +116,8 @@ async def test_timeout_and_failure_policy(kube, kube_api: client.ApiClient, kube
 async def test_untrusted_certificate_fails_closed(kube, kube_api: client.ApiClient, kube_namespace: str) -> None:
     tls, other = WebhookTLS(), WebhookTLS()
     async with webhook_server(tls, annotate) as hook:
-        await register(kube_api, mwc_body(unique("mwc"), "tls.fedplace.io",
-                                          {"url": hook.url, "caBundle": other.ca_bundle}))
+        await register_webhook(kube_api, mwc_body(unique("mwc"), "tls.fedplace.io",
+                                                  {"url": hook.url, "caBundle": other.ca_bundle}), hook, kube_namespace)
         with pytest.raises(ApiException) as info:
             await client.CoreV1Api(kube_api).create_namespaced_config_map(kube_namespace, cm("x"))
     assert_status(status_of(info.value), 500, "InternalError")
@@ -129,7 +130,8 @@ async def test_bad_response_uid_is_a_failure(kube, kube_api: client.ApiClient, k
 
     tls = WebhookTLS()
     async with webhook_server(tls, wrong_uid) as hook:
-        await register(kube_api, mwc_body(unique("mwc"), "uid.fedplace.io", {"url": hook.url, "caBundle": tls.ca_bundle}))
+        await register_webhook(kube_api, mwc_body(unique("mwc"), "uid.fedplace.io",
+                                                  {"url": hook.url, "caBundle": tls.ca_bundle}), hook, kube_namespace)
         with pytest.raises(ApiException) as info:
             await client.CoreV1Api(kube_api).create_namespaced_config_map(kube_namespace, cm("u"))
     doc = status_of(info.value)
@@ -138,16 +140,17 @@ async def test_bad_response_uid_is_a_failure(kube, kube_api: client.ApiClient, k
     assert len(hook.reviews) == 1
 
 
-async def test_namespace_and_object_selectors(kube, kube_api: client.ApiClient) -> None:
+async def test_namespace_and_object_selectors(kube, kube_api: client.ApiClient, kube_namespaces) -> None:
     core = client.CoreV1Api(kube_api)
-    on, off = unique("on"), unique("off")
-    await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=on, labels={"hook": "on"})))
-    await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=off)))
+    on = await kube_namespaces.create("on", labels={"hook": unique("on")})
+    off = await kube_namespaces.create("off")
+    selected = (await core.read_namespace(on)).metadata.labels["hook"]
     tls = WebhookTLS()
     async with webhook_server(tls, annotate) as hook:
-        await register(kube_api, mwc_body(unique("mwc"), "sel.fedplace.io", {"url": hook.url, "caBundle": tls.ca_bundle},
-                                          namespace_selector={"matchLabels": {"hook": "on"}},
-                                          object_selector={"matchExpressions": [{"key": "skip", "operator": "DoesNotExist"}]}))
+        await register_webhook(kube_api, mwc_body(
+            unique("mwc"), "sel.fedplace.io", {"url": hook.url, "caBundle": tls.ca_bundle},
+            namespace_selector={"matchLabels": {"hook": selected}},
+            object_selector={"matchExpressions": [{"key": "skip", "operator": "DoesNotExist"}]}), hook, on)
         a = await core.create_namespaced_config_map(on, cm("a"))
         b = await core.create_namespaced_config_map(off, cm("b"))
         c = await core.create_namespaced_config_map(on, cm("c", labels={"skip": "1"}))
@@ -156,25 +159,33 @@ async def test_namespace_and_object_selectors(kube, kube_api: client.ApiClient) 
     assert [r["request"]["name"] for r in hook.reviews] == ["a"]
 
 
-async def test_rules_with_wildcards_and_scope(kube, kube_api: client.ApiClient, kube_namespace: str) -> None:
+async def test_rules_with_wildcards_and_scope(kube, kube_api: client.ApiClient, kube_namespaces) -> None:
+    """Every resource of every group, namespaced scope only: a Secret is admitted through the
+    webhook, a Namespace (cluster-scoped) is not — though the namespaceSelector (there to keep
+    the rest of a shared server out) matches both."""
+    label = {"wild": unique("w")}
+    ns_name = await kube_namespaces.create("wild", labels=label)
     tls = WebhookTLS()
     async with webhook_server(tls, annotate) as hook:
-        await register(kube_api, mwc_body(unique("mwc"), "wild.fedplace.io", {"url": hook.url, "caBundle": tls.ca_bundle},
-                                          rules=[{"operations": ["CREATE"], "apiGroups": ["*"], "apiVersions": ["*"],
-                                                  "resources": ["*"], "scope": "Namespaced"}]))
+        await register_webhook(kube_api, mwc_body(
+            unique("mwc"), "wild.fedplace.io", {"url": hook.url, "caBundle": tls.ca_bundle},
+            rules=[{"operations": ["CREATE"], "apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"],
+                    "scope": "Namespaced"}],
+            namespace_selector={"matchLabels": label}), hook, ns_name)
         core = client.CoreV1Api(kube_api)
-        s = await core.create_namespaced_secret(kube_namespace, client.V1Secret(metadata=client.V1ObjectMeta(name="s")))
-        ns = await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=unique("ns"))))
+        s = await core.create_namespaced_secret(ns_name, client.V1Secret(metadata=client.V1ObjectMeta(name="s")))
+        ns = await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(
+            name=kube_namespaces.reserve("ns"), labels=label)))
     assert s.metadata.annotations == {"fedplace.io/mutated": "CREATE"}
     assert not ns.metadata.annotations  # cluster-scoped: outside the rule's scope
-    await core.delete_namespace(ns.metadata.name)
 
 
 async def test_dry_run_reaches_the_webhook_and_persists_nothing(kube, kube_api: client.ApiClient,
                                                                 kube_namespace: str) -> None:
     tls = WebhookTLS()
     async with webhook_server(tls, annotate) as hook:
-        await register(kube_api, mwc_body(unique("mwc"), "dry.fedplace.io", {"url": hook.url, "caBundle": tls.ca_bundle}))
+        await register_webhook(kube_api, mwc_body(unique("mwc"), "dry.fedplace.io",
+                                                  {"url": hook.url, "caBundle": tls.ca_bundle}), hook, kube_namespace)
         core = client.CoreV1Api(kube_api)
         out = await core.create_namespaced_config_map(kube_namespace, cm("dry"), dry_run="All")
     assert out.metadata.annotations == {"fedplace.io/mutated": "CREATE"}
@@ -212,10 +223,11 @@ async def test_service_client_config_with_service_address() -> None:
 async def test_generate_name_is_empty_in_the_review(kube, kube_api: client.ApiClient, kube_namespace: str) -> None:
     tls = WebhookTLS()
     async with webhook_server(tls, annotate) as hook:
-        await register(kube_api, mwc_body(unique("mwc"), "gen.fedplace.io", {"url": hook.url, "caBundle": tls.ca_bundle}))
+        await register_webhook(kube_api, mwc_body(unique("mwc"), "gen.fedplace.io",
+                                                  {"url": hook.url, "caBundle": tls.ca_bundle}), hook, kube_namespace)
         out = await client.CoreV1Api(kube_api).create_namespaced_config_map(
             kube_namespace, client.V1ConfigMap(metadata=client.V1ObjectMeta(generate_name="g-")))
     assert out.metadata.name.startswith("g-") and out.metadata.annotations == {"fedplace.io/mutated": "CREATE"}
     req = hook.reviews[0]["request"]
-    assert req["name"] == "" and "name" not in req["object"]["metadata"]
+    assert "name" not in req and "name" not in req["object"]["metadata"]  # empty: left out
     assert req["object"]["metadata"]["generateName"] == "g-"
