@@ -480,6 +480,19 @@ def _webhook_config(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] |
         raise invalid(rt.kind, rt.group, obj["metadata"].get("name", ""), causes)
 
 
+def _limit_range(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    """``ValidateLimitRange``, its first rule: one item per type."""
+    seen: set[str] = set()
+    causes = []
+    for i, item in enumerate((obj.get("spec") or {}).get("limits") or []):
+        kind = item.get("type") if isinstance(item, dict) else None
+        if kind in seen:
+            causes.append((f"spec.limits[{i}].type", f'Duplicate value: "{kind}"'))
+        seen.add(kind)
+    if causes:
+        raise invalid(rt.kind, rt.group, obj["metadata"].get("name", ""), causes)
+
+
 SYSTEM_PRIORITY_VALUES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
 HIGHEST_USER_PRIORITY = 1000000000
 
@@ -517,5 +530,6 @@ _TYPE_RULES = {
     ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): _webhook_config,
     ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): _webhook_config,
     ("scheduling.k8s.io", "priorityclasses"): _priority_class,
+    ("", "limitranges"): _limit_range,
 }
 
