@@ -119,7 +119,7 @@ async def test_new_documents_are_merged_and_other_changes_rebuild(engine):
     assert (await engine.request("GET", "/v1/data/fedtest/count/n"))[1] == {"result": 160 - 2 + 1000}
     after = await counters(engine)
     # one new engine (two if the machine stalled long enough for the idle warm-up in between)
-    assert after["builds"] > merged["builds"] and after["drops"] == merged["drops"] + 1, after
+    assert after["builds"] > merged["builds"] and after["drops"] > merged["drops"], after
 
 
 async def test_engine_is_built_and_its_queries_prepared_when_idle(engine):
