@@ -204,14 +204,16 @@ def api_versions(address: str) -> dict[str, Any]:
             "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": address}]}
 
 
+# The release whose behaviour the server follows (defaulting, admission plugins, wording were
+# measured against kube-apiserver 1.24; selector pagination as fixed in 1.24.3).
 VERSION_INFO = {
     "major": "1",
-    "minor": "31",
-    "gitVersion": "v1.31.0-fedplace-devstack",
+    "minor": "24",
+    "gitVersion": "v1.24.17-fedplace-devstack",
     "gitCommit": "0000000000000000000000000000000000000000",
     "gitTreeState": "clean",
-    "buildDate": "2024-08-13T00:00:00Z",
-    "goVersion": "go1.22.5",
+    "buildDate": "2023-08-23T00:00:00Z",
+    "goVersion": "go1.20.7",
     "compiler": "gc",
     "platform": "linux/amd64",
 }
