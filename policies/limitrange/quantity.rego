@@ -1,13 +1,13 @@
 # Kubernetes resource quantities in Rego (v1), parsed and compared the way
-# k8s.io/apimachinery/pkg/api/resource does it, identically under OPA and the
-# devstack engine (regorus).
+# k8s.io/apimachinery/pkg/api/resource does it.
 #
 # Why not units.parse: it accepts what Kubernetes refuses ("1K", "1ki", "1mi"
 # are all valid to it, invalid to the API server), does not know "n" and "u",
-# and its result is a decimal in OPA but a binary float in regorus, so
-# comparisons could differ between the two. Here a quantity is matched
-# against Kubernetes' grammar first, then turned into whole numbers with
-# string operations and integer arithmetic only:
+# and returns an OPA number, which is exact only as an integer of up to 64
+# bits (beyond that, and for fractions, OPA computes in binary floating
+# point). Here a quantity is matched against Kubernetes' grammar first, then
+# turned into whole numbers with string operations and integer arithmetic
+# that stays within 64 bits:
 #
 #   parse("1.5Gi") = {"ok": true, "text": "1.5Gi", "whole": 1610612736, "nano": 0,
 #                     "units": 1610612736, "milli": 1610612736000, "small": true}
@@ -42,6 +42,19 @@ nano_per_unit := 1000000000
 # decimal SI suffixes (n u m "" k M G T P E) or a decimal exponent (e3, E-2).
 grammar := `^([+-]?)([0-9]*)(?:\.([0-9]*))?(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$`
 
+# The forms quantities usually take ("250m", "0.5", "512Mi", "1.5Gi"): up to
+# 15 digits without leading zeros, up to 6 decimals, a common suffix or none.
+# Their value is read off their digits (_short_nanos); every other form goes
+# through the full grammar. Both give the same value.
+short_grammar := `^(0|[1-9][0-9]{0,14})(?:\.([0-9]{1,6}))?(m|k|M|G|T|Ki|Mi|Gi|Ti|)$`
+
+# The zeros that turn the digits of a value with a decimal suffix and no
+# decimals into nanounits ("250m": "250" + "000000").
+short_zeros := {
+	"m": "000000", "": "000000000", "k": "000000000000", "M": "000000000000000",
+	"G": "000000000000000000", "T": "000000000000000000000",
+}
+
 decimal_exponent := {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 
 binary_factor := {
@@ -63,25 +76,12 @@ zeros := "0000000000000000000000000000"
 # The quantity v (a string, a JSON number, or null as Kubernetes reads them):
 # {"ok": true, "text", "whole", "nano", "units", "milli", "small"} (units and
 # milli are Value() and MilliValue(); small: units <= MaxMilliValue), or
-# {"ok": false, "text", "error"}. Plain forms ("512Mi", "250m", "2") take a
-# shorter path than the full grammar; both give the same value.
-parse(v) := {
-	"ok": true, "text": v, "whole": whole, "nano": nano,
-	"units": units, "small": true, "milli": (whole * 1000) + ceil(nano / 1000000),
-} if {
+# {"ok": false, "text", "error"}.
+parse(v) := q if {
 	is_string(v)
 	[[_, ip, fp, suffix]] := regex.find_all_string_submatch_n(short_grammar, v, 1)
-	[factor, divisor] := short_factor[suffix]
-	shift := _pow10[count(fp)]
-	d := divisor * shift
-
-	# ip.fp x factor / divisor = x / d; the "1" before fp keeps its leading zeros
-	x := ((to_number(ip) * shift) + (to_number(concat("", ["1", fp])) - shift)) * factor
-	rest := x % d
-	whole := (x - rest) / d
-	nano := rest * (nano_per_unit / d)
-	units := whole + ceil(nano / nano_per_unit)
-	units <= max_milli_value
+	q := _from_nanos(v, _short_nanos(ip, fp, suffix))
+	q.small
 } else := q if {
 	t := text(v)
 	t != ""
@@ -89,145 +89,48 @@ parse(v) := {
 	q := _checked(t, sign, _value(ip, fp, suffix))
 } else := {"ok": false, "text": shown(v), "error": "is not a valid quantity"}
 
-# Up to 15 digits without leading zeros, up to 6 decimals, and a common
-# suffix (or none): ip.fp x factor / divisor, exactly in nanounits. (Written
-# for regorus' speed: no helper calls, and no x[i][j] on arrays, which it is
-# markedly slow at.)
-short_grammar := `^(0|[1-9][0-9]{0,14})(?:\.([0-9]{1,6}))?(m|k|M|G|T|Ki|Mi|Gi|Ti|)$`
-
-# Every value of the collection vs parsed: {v: parse(v)}. The strings in the
-# short form are matched all at once, as the quoted strings of vs in JSON
-# (both evaluators compile a pattern on every call, and a builtin call costs
-# regorus more than the work it does); a match is a whole JSON string, so its
-# text is a string the short form takes as a whole, and its value the one
-# parse gives it: the same arithmetic, with what is constant left out for
-# whole numbers ("512Mi", "2") and whole milli-units ("250m"), the usual
-# forms, and ceil written with integer operations. The others go through
-# parse. (A string holding an escaped quote may add the text after it as a
-# key: a correct parse of its own text, never looked up unless it is a value
-# itself.)
-parse_all(vs) := object.union(short, {v: parse(v) | some v in vs; not short[v]}) if {
-	short := parse_short(vs)
+# The value of a quantity in the short form, as the decimal digits of its
+# nanounits: for a decimal suffix its digits followed by zeros (the decimals
+# take the place of as many zeros); for a binary suffix the digits times the
+# factor, then zeros for the decimals the factor did not absorb. (A binary
+# mantissa of more than 19 digits takes the full grammar, which refuses it.)
+_short_nanos(ip, fp, suffix) := concat("", [ip, fp, substring(short_zeros[suffix], count(fp), -1)]) if {
+	short_zeros[suffix]
+} else := concat("", [format_int(units.parse(digits) * binary_factor[suffix], 10), substring("000000000", count(fp), -1)]) if {
+	digits := concat("", [ip, fp])
+	count(digits) <= 19
 }
 
-# The part of parse_all in the short form: {v: parse(v)} for the strings of vs
-# the short form takes (and any extra key, see above). Every one is ok and
-# small; a value missing here goes through parse.
-parse_short(vs) := short if {
-	matches := regex.find_all_string_submatch_n(short_quoted, json.marshal(vs), -1)
-	factors := short_factor
-	pow10 := _pow10
-	short := object.union(object.union(
-		{t: q |
-			some m in matches
-			m[3] == ""
-			[factor, divisor] := factors[m[4]]
-			divisor == 1
-			whole := to_number(m[2]) * factor
-			whole <= 9223372036854775 # max_milli_value
-			t := m[1]
-			q := {"ok": true, "text": t, "whole": whole, "nano": 0, "units": whole, "small": true, "milli": whole * 1000}
-		},
-		{t: q |
-			some m in matches
-			m[4] == "m"
-			m[3] == ""
-			x := to_number(m[2])
-			rest := x % 1000
-			whole := (x - rest) / 1000
-
-			# ceil(rest / 1000), 0 or 1
-			units := whole + (((rest + 999) - ((rest + 999) % 1000)) / 1000)
-			units <= 9223372036854775 # max_milli_value
-			t := m[1]
-			q := {"ok": true, "text": t, "whole": whole, "nano": rest * 1000000, "units": units, "small": true, "milli": x}
-		},
-	), {t: q |
-		some m in matches
-		fp := m[3]
-		fp != ""
-		[factor, divisor] := factors[m[4]]
-		shift := pow10[count(fp)]
-		d := divisor * shift
-		x := ((to_number(m[2]) * shift) + (to_number(concat("", ["1", fp])) - shift)) * factor
-		rest := x % d
-		whole := (x - rest) / d
-		nano := rest * (1000000000 / d) # nano_per_unit / d
-
-		# ceil(nano / nano_per_unit) and ceil(nano / 1000000), nano < nano_per_unit
-		units := whole + (((nano + 999999999) - ((nano + 999999999) % 1000000000)) / 1000000000)
-		units <= 9223372036854775 # max_milli_value
-		t := m[1]
-		q := {
-			"ok": true, "text": t, "whole": whole, "nano": nano, "units": units, "small": true,
-			"milli": (whole * 1000) + (((nano + 999999) - ((nano + 999999) % 1000000)) / 1000000),
-		}
-	})
+# The quantity whose exact value in nanounits has the decimal digits s.
+# (Nine zeros in front give s at least ten digits: whole units, then the
+# three digits of milli-units and the six below them. units.parse reads
+# digits with leading zeros, which to_number refuses.)
+_from_nanos(t, s) := _quantity(t, whole, nano, milli) if {
+	[[_, w, m, n]] := regex.find_all_string_submatch_n(`^([0-9]+)([0-9]{3})([0-9]{6})$`, concat("", ["000000000", s]), 1)
+	whole := units.parse(w)
+	nano := units.parse(concat("", [m, n]))
+	milli := _up(units.parse(concat("", [w, m])), n)
 }
 
-# The strings of the collection vs in the short form that are whole numbers of
-# milli-units and small (at most MaxMilliValue units), as their MilliValue:
-# {v: milli}, the same as parse(v).milli for each. The LimitRange pack's
-# common case compares only such values. Same matching as parse_short, and the
-# same arithmetic, without building parsed quantities. (For every suffix,
-# 1000 x factor is a multiple of the divisor: a whole number is always whole
-# milli-units.)
-short_milli(vs) := object.union(
-	{m[1]: milli |
-		some m in matches
-		m[3] == ""
-		milli := to_number(m[2]) * factors[m[4]]
-		milli <= 9223372036854775000 # max_milli_value x 1000
-	},
-	{m[1]: milli |
-		some m in matches
-		m[3] != ""
-		fp := m[3]
-		[factor, divisor] := short_factor[m[4]]
-		shift := pow10[count(fp)]
-		d := divisor * shift
+# MilliValue rounded up: one more when there is anything below a milli-unit.
+_up(x, "000000") := x
 
-		# ip.fp x factor x 1000 / divisor, kept only when exact
-		x := ((((to_number(m[2]) * shift) + (to_number(concat("", ["1", fp])) - shift)) * factor) * 1000)
-		x % d == 0
-		milli := x / d
-		milli <= 9223372036854775000 # max_milli_value x 1000
-	},
-) if {
-	matches := regex.find_all_string_submatch_n(short_quoted, json.marshal(vs), -1)
-	factors := short_milli_factor
-	pow10 := _pow10
-}
+_up(x, rest) := x + 1 if rest != "000000"
 
-# 1000 x factor / divisor of each short_factor.
-short_milli_factor := {
-	"m": 1, "": 1000, "k": 1000000, "M": 1000000000, "G": 1000000000000, "T": 1000000000000000,
-	"Ki": 1024000, "Mi": 1048576000, "Gi": 1073741824000, "Ti": 1099511627776000,
-}
-
-# short_grammar, as a JSON string: the text, then ip, fp and suffix.
-short_quoted := `"((0|[1-9][0-9]{0,14})(?:\.([0-9]{1,6}))?(m|k|M|G|T|Ki|Mi|Gi|Ti|))"`
-
-_pow10 := [1, 10, 100, 1000, 10000, 100000, 1000000]
-
-short_factor := {
-	"m": [1, 1000], "": [1, 1], "k": [1000, 1], "M": [1000000, 1], "G": [1000000000, 1], "T": [1000000000000, 1],
-	"Ki": [1024, 1], "Mi": [1048576, 1], "Gi": [1073741824, 1], "Ti": [1099511627776, 1],
-}
-
-# A parsed quantity with the values comparisons need. MilliValue only when
-# small (Kubernetes never compares larger values in milli-units, and a number
-# beyond 64 bits could not even leave regorus as JSON).
-#
-# (Constants written out in the functions evaluated per value: regorus looks a
-# rule up again, ~1 µs, on every reference.)
-_quantity(t, whole, nano) := {
+# A parsed quantity with the values comparisons need: MilliValue only when
+# small (Kubernetes never compares larger values in milli-units).
+_quantity(t, whole, nano, milli) := {
 	"ok": true, "text": t, "whole": whole, "nano": nano,
-	"units": units, "small": true, "milli": (whole * 1000) + ceil(nano / 1000000),
+	"units": units, "small": true, "milli": milli,
 } if {
-	units := whole + ceil(nano / 1000000000) # nano_per_unit
-	units <= 9223372036854775 # max_milli_value
-} else := {"ok": true, "text": t, "whole": whole, "nano": nano, "units": whole + ceil(nano / 1000000000), "small": false}
+	units := _units(whole, nano)
+	units <= max_milli_value
+} else := {"ok": true, "text": t, "whole": whole, "nano": nano, "units": _units(whole, nano), "small": false}
+
+# Value(): whole units, rounded up.
+_units(whole, 0) := whole
+
+_units(whole, nano) := whole + 1 if nano != 0
 
 # The text of a quantity: strings trimmed (Kubernetes trims JSON strings),
 # numbers written out, null read as 0 (Quantity.UnmarshalJSON does the same).
@@ -257,12 +160,12 @@ else := {"ok": false, "text": t, "error": "must not be negative"} if {
 	[value.whole, value.nano] != [0, 0]
 }
 
-else := _quantity(t, value.whole, value.nano)
+else := _quantity(t, value.whole, value.nano, (value.whole * 1000) + ceil(value.nano / 1000000))
 
 # {"whole", "nano"} of the digits ip.fp followed by suffix, or {"error"}.
 _value(ip, fp, suffix) := _binary(_digits(ip, fp), count(fp), factor) if factor := binary_factor[suffix]
 
-else := _nano(_digits(ip, fp), _exponent(suffix) - count(fp) + 9)
+else := _nano(_digits(ip, fp), (_exponent(suffix) - count(fp)) + 9)
 
 # The significant digits of ip.fp (leading zeros dropped; "" for zero).
 _digits(ip, fp) := trim_left(concat("", [ip, fp]), "0")
@@ -282,8 +185,8 @@ _signed(sign, m) := 0 - m if sign == "-"
 else := m
 
 # digits x 2^(10k) / 10^f: the mantissa (at most 19 digits, so to_number is
-# exact in both evaluators) times the factor is an exact integer, written out
-# by format_int; the decimal point is then placed by _nano.
+# exact) times the factor is an exact integer, written out by format_int; the
+# decimal point is then placed by _nano.
 _binary(digits, f, factor) := {"error": "has more than 19 significant digits before a binary suffix"} if {
 	count(digits) > 19
 }
@@ -311,7 +214,7 @@ else := _rounded(substring(digits, 0, count(digits) + shift), substring(digits, 
 
 _rounded(kept, dropped) := _capped if count(kept) > max_nano_digits
 
-else := _split(kept, 1) if regex.match(`[1-9]`, dropped)
+else := _split(kept, 1) if regex.match("[1-9]", dropped)
 
 else := _split(kept, 0)
 
@@ -343,6 +246,39 @@ _number(d) := 0 if trim_left(d, "0") == ""
 
 else := to_number(trim_left(d, "0"))
 
+# -- plain quantities ----------------------------------------------------------
+
+# The MilliValue of each plain quantity of the collection vs, {v: milli}: a
+# string in the short form that is a whole number of milli-units and at most
+# MaxMilliValue units ("250m", "0.5", "512Mi", "1.5Gi": how quantities are
+# usually written); the others are left out. Computed from the digits alone
+# (milli is parse(v).milli): ip.fp x factor x 1000 is the digits of ip.fp
+# times milli_factor[suffix][decimals], a whole number where the table has an
+# entry. (units.parse reads digits with leading zeros, as in "0.5", which
+# to_number refuses.)
+plain_milli(vs) := {v: milli |
+	some v in vs
+	is_string(v)
+	[[_, ip, fp, suffix]] := regex.find_all_string_submatch_n(short_grammar, v, 1)
+	milli := units.parse(concat("", [ip, fp])) * milli_factor[suffix][count(fp)]
+	milli <= 9223372036854775000 # MaxMilliValue in milli-units
+}
+
+# Per suffix, 1000 x factor / 10^decimals for the numbers of decimals that
+# keep it whole.
+milli_factor := {
+	"m": [1],
+	"": [1000, 100, 10, 1],
+	"k": [1000000, 100000, 10000, 1000, 100, 10, 1],
+	"M": [1000000000, 100000000, 10000000, 1000000, 100000, 10000, 1000],
+	"G": [1000000000000, 100000000000, 10000000000, 1000000000, 100000000, 10000000, 1000000],
+	"T": [1000000000000000, 100000000000000, 10000000000000, 1000000000000, 100000000000, 10000000000, 1000000000],
+	"Ki": [1024000, 102400, 10240, 1024],
+	"Mi": [1048576000, 104857600, 10485760, 1048576],
+	"Gi": [1073741824000, 107374182400, 10737418240, 1073741824],
+	"Ti": [1099511627776000, 109951162777600, 10995116277760, 1099511627776],
+}
+
 # -- values, comparisons, sums -------------------------------------------------
 
 # Exact order (Quantity.Cmp).
@@ -350,21 +286,10 @@ less(a, b) if [a.whole, a.nano] < [b.whole, b.nano]
 
 # The exact sum of parsed quantities (Quantity.Add; no cap, as in Kubernetes);
 # its text is written by format when a message needs it.
-# (_quantity written out for a small total, the usual one.)
-total(qs) := {
-	"ok": true, "text": "", "whole": whole, "nano": nano, "units": units, "small": true,
-	"milli": (whole * 1000) + (((nano + 999999) - ((nano + 999999) % 1000000)) / 1000000),
-} if {
+total(qs) := _quantity("", whole, nano, (whole * 1000) + ceil(nano / 1000000)) if {
 	nanos := sum([q.nano | some q in qs])
-	nano := nanos % 1000000000 # nano_per_unit
-	whole := sum([q.whole | some q in qs]) + ((nanos - nano) / 1000000000)
-
-	# ceil written with integer operations (nano < nano_per_unit)
-	units := whole + (((nano + 999999999) - ((nano + 999999999) % 1000000000)) / 1000000000)
-	units <= 9223372036854775 # max_milli_value
-} else := _quantity("", whole, nanos % 1000000000) if {
-	nanos := sum([q.nano | some q in qs])
-	whole := sum([q.whole | some q in qs]) + floor(nanos / 1000000000) # nano_per_unit
+	nano := nanos % nano_per_unit
+	whole := sum([q.whole | some q in qs]) + ((nanos - nano) / nano_per_unit)
 }
 
 # A computed quantity (a pod total) in the notation Kubernetes prints: cpu in

@@ -1,5 +1,5 @@
 # Unit tests of the quantity parser; run by `opa test policies/` and by the
-# project's suite under both evaluators. tests/packs/limitrange/test_quantity.py
+# project's suite (OPA's evaluator in process). tests/packs/limitrange/test_quantity.py
 # checks the parser against a re-statement of Kubernetes' own on many more values.
 package io.k8s.federation.limitrange.quantity_test
 
@@ -113,43 +113,22 @@ test_format if {
 	quantity.format({"whole": 0, "nano": 0}, "memory") == "0"
 }
 
-# parse_all (the pack parses a decision's values in one go) gives every value
-# what parse gives it, whichever path each one takes.
-test_parse_all_is_parse_of_each if {
-	vs := [
-		"512Mi", "2", "0", "250m", "0m", "1001m", "1.5Gi", "0.5", "0.123456m", "999999999999999Ti",
-		"9223372036854775m", "1e3", " 1Gi ", "1K", "", "-1", "+1", "0001", "1.", 5, 0.5, null, true, {"a": 1},
-		"1\n2", `a"5`, `5"`, `"1"`, `\"2`, "1.000001m",
-	]
-	parsed := quantity.parse_all(vs)
-	every v in vs {
-		parsed[v] == quantity.parse(v)
-	}
-	# a value holding a line break or a quote is parsed whole (the short-form
-	# text after an escaped quote is only an extra key, parsed correctly)
-	not parsed["1\n2"].ok
-	not parsed[`a"5`].ok
-	parsed["5"] == quantity.parse("5")
-}
-
-# parse_short takes the short forms only, each as parse does; the rest is
-# left to parse.
-test_parse_short_takes_the_short_forms if {
-	short := quantity.parse_short({"250m", "1.5Gi", "2", "0.000001", "1e3", " 1", 5, null, "x", "1000000000000000"})
-	{v | some v, _ in short} == {"250m", "1.5Gi", "2", "0.000001"}
-	every v, q in short {
-		q == quantity.parse(v)
+# The short form is read off its digits; the full grammar gives every such
+# value the same quantity.
+test_the_short_form_is_the_grammar_value if {
+	every v in [
+		"250m", "0.5", "1.25", "1.5Gi", "0.125Gi", "100k", "7T", "0.5Ki", "0.000001", "1.000001m",
+		"0.123456m", "999999999999999", "0", "0m", "1001m", "922337203685477m", "2", "512Mi",
+		"876543210987654.321987m", "999999999999999.999999m", "123456.123456Gi", "0.05", "1000000m",
+	] {
+		regex.match(quantity.short_grammar, v)
+		[[_, sign, ip, fp, suffix]] := regex.find_all_string_submatch_n(quantity.grammar, v, 1)
+		quantity.parse(v) == quantity._checked(v, sign, quantity._value(ip, fp, suffix))
 	}
 }
 
-# short_milli: the plain values as milli-units, nothing else.
-test_short_milli_takes_plain_whole_milli_values_only if {
-	m := quantity.short_milli(["250m", "0.5", "2", "1.5Gi", "300M", "0.001", "0", "8Ti", "0.5m", "0.0005", "1e3", " 1Gi ", "x", "9223372036854775", "8388608Ti", 5])
-	m == {"250m": 250, "0.5": 500, "2": 2000, "1.5Gi": 1610612736000, "300M": 300000000000, "0.001": 1, "0": 0, "8Ti": 8796093022208000}
-}
-
-test_short_milli_is_parse_milli if {
-	every v in ["250m", "0.5", "1.25", "1.5Gi", "0.125Gi", "100k", "7T", "0.5Ki"] {
-		quantity.short_milli([v])[v] == quantity.parse(v).milli
-	}
+# Values of the short form beyond MaxMilliValue take the full grammar.
+test_large_short_values_take_the_grammar if {
+	q := quantity.parse("999999999999999Ti")
+	[q.whole, q.nano, q.small] == [9223372036854775807, 0, false]
 }

@@ -1,8 +1,6 @@
 # Unit tests of the LimitRange pack: defaults, min / max / ratio per container
 # and per pod, several LimitRanges, quantities, kinds. Run by `opa test
-# policies/` and by the project's suite under both evaluators. Values are bound
-# before they are compared (`x := rule with …` then `x == …`): regorus leaves
-# `rule == value with …` undefined in some cases (docs/devstack.md).
+# policies/` and by the project's suite (OPA's evaluator in process).
 package io.k8s.federation.limitrange_test
 
 import data.io.k8s.federation.admission
@@ -67,7 +65,7 @@ test_a_limit_without_request_is_the_request if {
 }
 
 # SetDefaults_LimitRangeItem: a min is the default request when nothing else
-# names the resource (the seed's rule); no limit is added for it.
+# names the resource; no limit is added for it.
 test_min_is_applied_as_the_request if {
 	r := resources(pod([{"name": "app", "image": "nginx"}]), [lr("min", [{"type": "Container", "min": {"cpu": "250m"}}])], 0)
 	r == {"requests": {"cpu": "250m"}}
@@ -301,9 +299,7 @@ test_pod_min_on_the_sum if {
 }
 
 test_pod_level_resources_replace_the_sum if {
-	obj := json.patch(pod([app({"limits": {"memory": "2Gi", "cpu": "1"}, "requests": {"memory": "100Mi"}})]), [
-		{"op": "add", "path": "/spec/resources", "value": {"limits": {"memory": "512Mi"}, "requests": {"memory": "100Mi"}}},
-	])
+	obj := json.patch(pod([app({"limits": {"memory": "2Gi", "cpu": "1"}, "requests": {"memory": "100Mi"}})]), [{"op": "add", "path": "/spec/resources", "value": {"limits": {"memory": "512Mi"}, "requests": {"memory": "100Mi"}}}])
 	e := errors(obj, [pod_max])
 	e == set()
 	without := errors(pod([app({"limits": {"memory": "2Gi", "cpu": "1"}, "requests": {"memory": "100Mi"}})]), [pod_max])
@@ -445,62 +441,7 @@ test_values_beyond_max_milli_value if {
 	total == {`pod: memory limit total 16P exceeds max 10P (LimitRange "pod" in "shop")`}
 }
 
-# Only the values outside the short form are parsed in full (_unusual), and
-# only those can be beyond MaxMilliValue: without any, the exact path of the
-# checks is skipped (_big_values empty); a pod total beyond it is checked
-# exactly all the same (test_values_beyond_max_milli_value).
-unusual_values(obj) := {v | some v, _ in u} if {
-	u := limitrange._unusual with input as obj with data.kubernetes.limitranges as {"shop": {"limits": bounds}}
-}
-
-big_values(obj) := b if {
-	b := limitrange._big_values with input as obj with data.kubernetes.limitranges as {"shop": {"limits": bounds}}
-}
-
-usual_pod := pod([app({"requests": {"memory": "8Ti", "cpu": "250m"}, "limits": {"memory": "8Ti", "cpu": "1.5"}})])
-
-odd_pod := pod([app({"requests": {"memory": " 1Gi ", "cpu": "1e3"}, "limits": {"memory": "8Ei", "cpu": "x"}})])
-
-test_usual_values_are_all_in_the_short_form if {
-	u := unusual_values(usual_pod)
-	u == set()
-}
-
-test_usual_values_are_not_big if {
-	b := big_values(usual_pod)
-	b == set()
-}
-
-test_values_outside_the_short_form_are_unusual if {
-	u := unusual_values(odd_pod)
-	u == {" 1Gi ", "1e3", "8Ei", "x"}
-}
-
-test_big_values_are_among_the_unusual if {
-	b := big_values(odd_pod)
-	b == {"8Ei"}
-}
-
-# -- the common case ---------------------------------------------------------------
-#
-# It answers only for plain objects breaking nothing, and then as the rules
-# it stands in for would (the same defaults, no violation); anything else is
-# left to them (tests/packs/limitrange/test_differential.py compares the two
-# on generated cases too).
-
-common(obj, lrs) := [c, a, full, v] if {
-	ranges := {"shop": {r.metadata.name: r | some r in lrs}}
-	c := limitrange.common_case with input as obj with data.kubernetes.limitranges as ranges
-	a := limitrange.common_added with input as obj with data.kubernetes.limitranges as ranges
-	full := limitrange.added with input as obj with data.kubernetes.limitranges as ranges
-	v := limitrange.violations with input as obj with data.kubernetes.limitranges as ranges
-}
-
-# Not in the common case: common_case undefined, whatever the rest.
-uncommon(obj, lrs) if {
-	ranges := {"shop": {r.metadata.name: r | some r in lrs}}
-	not limitrange.common_case with input as obj with data.kubernetes.limitranges as ranges
-}
+# -- a usual decision --------------------------------------------------------------
 
 plain_pod := pod([
 	app({"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}),
@@ -514,59 +455,21 @@ ratio_loose := lr("burst", [{"type": "Container", "maxLimitRequestRatio": {"cpu"
 
 pod_max_loose := lr("pod", [{"type": "Pod", "max": {"memory": "3Gi", "cpu": "2.5"}}])
 
-test_the_common_case_gives_the_defaults_the_rules_give if {
-	[c, a, full, v] := common(plain_pod, plain_ranges)
-	c == true
-	a == full
-	a == {1: {"requests": {"memory": "128Mi"}, "limits": {"memory": "512Mi"}}, 2: {"limits": {"cpu": "500m", "memory": "512Mi"}, "requests": {"cpu": "100m", "memory": "128Mi"}}}
-	v == set()
-}
-
-test_the_common_case_decision_is_the_rules_decision if {
+test_several_limitranges_default_and_bound_a_pod if {
 	d := decide(plain_pod, plain_ranges)
 	count(d.errors) == 0
 	count(d.patches.limitrange) == 3
 	r := resources(plain_pod, plain_ranges, 1)
 	r == {"limits": {"cpu": "0.5", "memory": "512Mi"}, "requests": {"memory": "128Mi"}}
+	added := limitrange.added with input as plain_pod with data.kubernetes.limitranges as {"shop": {r.metadata.name: r | some r in plain_ranges}}
+	added == {
+		1: {"requests": {"memory": "128Mi"}, "limits": {"memory": "512Mi"}},
+		2: {"limits": {"cpu": "500m", "memory": "512Mi"}, "requests": {"cpu": "100m", "memory": "128Mi"}},
+	}
 }
 
-# Anything to explain goes to the rules, which explain it.
-test_a_violation_is_not_the_common_case if {
+test_one_more_container_breaks_the_pod_max if {
 	tight := lr("pod", [{"type": "Pod", "max": {"memory": "1Gi"}}])
-	uncommon(plain_pod, [defaults, tight])
 	e := errors(plain_pod, [defaults, tight])
 	e == {`pod: memory limit total 2Gi exceeds max 1Gi (LimitRange "pod" in "shop")`}
-}
-
-test_each_kind_of_violation_leaves_the_common_case if {
-	one := pod([app({"requests": {"cpu": "250m"}, "limits": {"cpu": "1"}})])
-	uncommon(one, [lr("min", [{"type": "Container", "min": {"cpu": "300m"}}])])
-	uncommon(one, [lr("min", [{"type": "Container", "min": {"cpu": "250m", "memory": "2Mi"}, "default": {"memory": "1Mi"}, "defaultRequest": {"memory": "1Mi"}}])])
-	uncommon(one, [lr("max", [{"type": "Container", "max": {"cpu": "500m"}}])])
-	uncommon(pod([app({"requests": {"memory": "2Gi"}})]), [lr("max", [{"type": "Container", "max": {"memory": "1Gi"}}])])
-	uncommon(pod([app({"limits": {"memory": "1Mi"}})]), [lr("min", [{"type": "Container", "min": {"memory": "2Mi"}}])])
-	uncommon(one, [lr("burst", [{"type": "Container", "maxLimitRequestRatio": {"cpu": "3"}}])])
-	uncommon(one, [lr("pod", [{"type": "Pod", "min": {"cpu": "500m"}}])])
-	uncommon(pod([app({"requests": {"cpu": "2"}})]), [lr("d", [{"type": "Container", "default": {"cpu": "1"}}])]) # defaulted limit below the request
-	[c, _, _, _] := common(one, [lr("fine", [{"type": "Container", "min": {"cpu": "250m"}, "max": {"cpu": "1"}, "maxLimitRequestRatio": {"cpu": "4"}}])])
-	c == true
-}
-
-test_unusual_objects_are_not_the_common_case if {
-	uncommon(pod([app({"requests": {"cpu": "0.5m"}})]), [defaults]) # finer than milli-units
-	uncommon(pod([app({"requests": {"cpu": "1e-1"}})]), [defaults]) # not the short form
-	uncommon(pod([app({"requests": {"cpu": 1}})]), [defaults]) # a number
-	uncommon(pod([app({"requests": {"memory": "9000000Ti"}})]), [defaults]) # beyond MaxMilliValue
-	with_init := object.union(pod([app({})]), {"spec": {"initContainers": [{"name": "i", "image": "x"}]}})
-	uncommon(with_init, [defaults])
-	pod_level := object.union(pod([app({})]), {"spec": {"resources": {"limits": {"cpu": "1"}}}})
-	uncommon(pod_level, [defaults])
-	uncommon(pod([app({})]), [lr("bad", [{"type": "Container", "default": "1"}])]) # a malformed LimitRange
-	uncommon(pod([app({})]), [lr("bad", [{"type": "Container", "default": {"cpu": "lots"}}])])
-}
-
-test_the_common_case_needs_the_pack_to_apply if {
-	uncommon(pod([app({})]), [])
-	running := object.union(pod([app({})]), {"status": {"phase": "Running"}})
-	uncommon(running, [defaults])
 }

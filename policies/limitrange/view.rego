@@ -44,41 +44,30 @@ report := {
 	"workloads": _workloads,
 }
 
-# One `with` per rule, its value bound first: regorus evaluates a `with` value
-# that reads input under the new input, and mixes up several `with`s in one body.
-_names := x if {
-	probe := _probe
-	x := [n | some n in limitrange.range_names] with input as probe
+_names := names if {
+	names := limitrange.range_names with input as _probe
 }
 
-_items := x if {
-	probe := _probe
-	x := [i | some i in limitrange.raw_items] with input as probe
+_items := items if {
+	items := limitrange.raw_items with input as _probe
 }
 
-_default_limits := x if {
-	probe := _probe
-	x := limitrange.default_limits with input as probe
+_default_limits := defaults if {
+	defaults := limitrange.default_limits with input as _probe
 }
 
-_default_requests := x if {
-	probe := _probe
-	x := limitrange.default_requests with input as probe
+_default_requests := defaults if {
+	defaults := limitrange.default_requests with input as _probe
 }
 
-_errors := sort([e | some e in x]) if {
-	probe := _probe
-	x := limitrange.range_errors with input as probe
+_errors := sort([e | some e in errors]) if {
+	errors := limitrange.range_errors with input as _probe
 }
 
-# (Rules are bound to locals before the comprehensions: inside nested ones
-# regorus evaluates a rule reference for the first iteration only. The field
-# names are written out: reading the pack's own list here breaks regorus'
-# later `with` evaluations.)
 _rows := [row |
-	some entry in items
+	some entry in _items
 	some resource in sort({key |
-		some f in ["min", "max", "default", "defaultRequest", "maxLimitRequestRatio"]
+		some f in limitrange.fields
 		some key, _ in object.get(entry.raw, f, {})
 	})
 	limit_from := _first(entry, resource, ["default", "max"])
@@ -89,19 +78,15 @@ _rows := [row |
 		"maxLimitRequestRatio": _text(entry.raw, "maxLimitRequestRatio", resource),
 		"default": _text(entry.raw, limit_from, resource), "defaultFrom": limit_from,
 		"defaultRequest": _text(entry.raw, request_from, resource), "defaultRequestFrom": request_from,
-		"defaultApplies": _applies(default_limits, entry, resource),
-		"defaultRequestApplies": _applies(default_requests, entry, resource),
+		"defaultApplies": _applies(_default_limits, entry, resource),
+		"defaultRequestApplies": _applies(_default_requests, entry, resource),
 	}
-] if {
-	items := _items
-	default_limits := _default_limits
-	default_requests := _default_requests
-}
+]
 
 _workloads := [w |
-	some plural in kinds
-	objects := replicated.collection(plural)[ns]
-	some name in sort([n | some n, _ in objects])
+	some plural in resources
+	objects := replicated.collection(plural)[namespace]
+	some name in sort(object.keys(objects))
 	obj := object.remove(objects[name], ["status"])
 	violations := limitrange.violations with input as obj
 	defaults := limitrange.defaulted with input as obj
@@ -109,10 +94,7 @@ _workloads := [w |
 		"resource": plural, "kind": object.get(obj, "kind", ""), "name": name,
 		"violations": sort([v | some v in violations]), "defaults": defaults,
 	}
-] if {
-	kinds := resources
-	ns := namespace
-}
+]
 
 # The field a Container item's default comes from, as the API server defaults
 # it; "" when none (always for Pod items, which have no defaults).
