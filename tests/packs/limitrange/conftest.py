@@ -1,5 +1,10 @@
-"""Fixtures of the LimitRange pack's HTTP tests: the real webhook in process, OPA
-(the devstack engine, or FEDPLACE_TEST_OPA_URL) holding the pack, the API server.
+"""Fixtures of the LimitRange pack's tests: the pack under each evaluator, the real
+webhook in process, OPA (the devstack engine, or FEDPLACE_TEST_OPA_URL) holding
+the pack, the API server.
+
+* ``evaluator`` — the pack under each :data:`tests.packs.limitrange.harness.EVALUATORS`
+  (one test per evaluator): OPA 1.20's own evaluator in process, or the ``opa``
+  fixture's server over HTTP (its modules PUT first).
 
 * :func:`pack_configmaps` — the ConfigMaps deploy/ ships, from
   deploy/scripts/sync-policy-configmap.py (``fedplace-lib``, ``fedplace-limitrange``, …).
@@ -31,6 +36,8 @@ from admission.webhook import Webhook
 from common.kube_client import kube_json
 from common.opa_client import OpaClient, OpaSettings
 from tests.fixtures.kube import ScratchNamespaces
+from tests.fixtures.opa import OpaServer
+from tests.packs.limitrange.harness import EVALUATORS, PACK_MODULES, Evaluator, InProcess, Server
 
 ROOT = Path(__file__).resolve().parents[3]
 POLICY_PREFIX = "fedplace-test-limitrange"
@@ -112,9 +119,22 @@ async def load_modules(opa_client: OpaClient, modules: dict[str, str], prefix: s
 
 
 def pack_modules() -> dict[str, str]:
-    names = ["lib/podspec.rego", "lib/generated/replicated_root.rego", "limitrange/admission.rego",
-             "limitrange/quantity.rego", "limitrange/ranger.rego", "limitrange/view.rego"]
-    return {n: (ROOT / "policies" / n).read_text() for n in names}
+    return {n: (ROOT / "policies" / n).read_text() for n in PACK_MODULES}
+
+
+@pytest.fixture(params=EVALUATORS)
+async def evaluator(request: pytest.FixtureRequest, opa: OpaServer) -> AsyncIterator[Evaluator]:
+    if request.param == "in-process":
+        yield InProcess()
+        return
+    async with aiohttp.ClientSession() as session:
+        server = Server(opa, session)
+        await server.load()
+        try:
+            yield server
+        finally:
+            if opa.external:
+                await server.unload()
 
 
 @pytest.fixture

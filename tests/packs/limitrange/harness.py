@@ -1,99 +1,149 @@
-"""The LimitRange pack under both evaluators, in process, and its messages read back.
+"""The LimitRange pack evaluated in process and by a policy server, and its messages read back.
 
-* :data:`EVALUATORS` — ``"opa"`` (OPA 1.20's own evaluator, ``opa_bindings``)
-  and ``"engine"`` (the devstack engine's state, ``EngineState``: OPA's
-  compiler, then regorus, as its server runs a query) — each holding the pack
-  and the lib it needs, nothing else.
-* :func:`decide` — the admission decision for an object, with given
-  LimitRanges replicated in its namespace.
+* :class:`Evaluator` — the pack and the lib it needs, plus :data:`TEST_MODULE`,
+  held by one evaluator: :class:`InProcess` (OPA 1.20's own evaluator,
+  ``opa_bindings``) or :class:`Server` (the ``opa`` fixture over HTTP: the
+  devstack engine, or the real OPA of ``FEDPLACE_TEST_OPA_URL``). Every
+  question is one query whose input carries the object and the LimitRanges
+  (``with data.kubernetes.limitranges as …``), so no data is written:
+  :meth:`Evaluator.decide` (the admission decision), :meth:`Evaluator.rules`
+  (rules of ``io.k8s.federation.limitrange``), :meth:`Evaluator.parse_all`
+  (the quantity parser on a list of values), :meth:`Evaluator.view` (the
+  report behind ``fedplace-limits``).
 * :func:`patched` — the object after the decision's ``patches["limitrange"]``.
 * :func:`read` — a message as ``(who, resource, what, limitrange)``, the shape
   of :class:`tests.packs.limitrange.k8s_limitranger.Violation`.
-* :func:`view` — the report behind ``fedplace-limits``; :func:`parse_all` —
-  the quantity parser on a list of values.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import re
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+import aiohttp
 import jsonpatch
 
+from tests.fixtures.opa import OpaServer
+
 ROOT = Path(__file__).resolve().parents[3]
-PACK_MODULES = ["lib/podspec.rego", "lib/generated/replicated_root.rego", "limitrange/admission.rego",
-                "limitrange/quantity.rego", "limitrange/ranger.rego", "limitrange/view.rego"]  # loadable in this order
-DECISION = ("io", "k8s", "federation", "admission")
+PACK_MODULES = ["lib/generated/replicated_root.rego", "lib/podspec.rego", "limitrange/quantity.rego",
+                "limitrange/ranger.rego", "limitrange/admission.rego", "limitrange/view.rego"]  # loadable in this order
+EVALUATORS = ["in-process", "server"]
+TEST_PREFIX = "fedplace-test-limitrange-harness"
 
-
-# A test-only module: the parser applied to every value of the input.
-PARSE_MODULE = """package fedplace_test.quantity
+# A test-only module: each question as one rule of its input.
+TEST_MODULE = """package fedplace_test.limitrange
 
 import data.io.k8s.federation.limitrange.quantity
 
+# input: {"obj": <object>, "ranges": <data.kubernetes.limitranges>, "names": [<rule name>]}
+decision := d if {
+	d := data.io.k8s.federation.admission with input as input.obj with data.kubernetes.limitranges as input.ranges
+}
+
+rules := {name: value |
+	some name in input.names
+	value := data.io.k8s.federation.limitrange[name] with input as input.obj
+		with data.kubernetes.limitranges as input.ranges
+}
+
+# input: [<value>]
 parsed := [quantity.parse(v) | some v in input]
+
+# input: {"input": <the view's input>, "kubernetes": <data.kubernetes>}
+report := r if {
+	r := data.io.k8s.federation.limitrange.view.report with input as input.input with data.kubernetes as input.kubernetes
+}
 """
 
 
 def modules() -> dict[str, str]:
-    """The pack and the lib it needs (dependency order), plus :data:`PARSE_MODULE`."""
+    """The pack and the lib it needs (dependency order), plus :data:`TEST_MODULE`."""
     pack = {m: (ROOT / "policies" / m).read_text() for m in PACK_MODULES}
-    return {**pack, "fedplace_test/quantity.rego": PARSE_MODULE}
+    return {**pack, "fedplace_test/limitrange.rego": TEST_MODULE}
 
 
-@functools.cache
-def _opa() -> Any:
-    from opa_bindings import OpaEngine
-
-    engine = OpaEngine()
-    for mid, src in modules().items():
-        engine.add_policy(mid, src)
-    return engine
+def _question(obj: Any, limitranges: list[dict[str, Any]], names: list[str] | None = None) -> dict[str, Any]:
+    ns = obj.get("metadata", {}).get("namespace", "") if isinstance(obj, dict) else ""
+    doc = {"obj": obj, "ranges": {ns: {lr["metadata"]["name"]: lr for lr in limitranges}}}
+    return {**doc, "names": names} if names is not None else doc
 
 
-@functools.cache
-def _engine() -> Any:
-    from devstack.engine.state import EngineState
+class Evaluator:
+    """The pack held by an evaluator; ``answer`` evaluates one rule of :data:`TEST_MODULE`."""
 
-    state = EngineState()
-    for mid, src in modules().items():  # already in dependency order
-        state.put_policy(mid, src)
-    return state
+    name: str
 
+    async def answer(self, rule: str, input_doc: Any) -> Any:
+        raise NotImplementedError
 
-def _ranges(namespace: str, limitranges: list[dict[str, Any]]) -> dict[str, Any]:
-    return {namespace: {lr["metadata"]["name"]: lr for lr in limitranges}}
+    async def decide(self, obj: Any, limitranges: list[dict[str, Any]]) -> dict[str, Any]:
+        """The admission decision for ``obj`` with ``limitranges`` in its namespace."""
+        return await self.answer("decision", _question(obj, limitranges)) or {}
 
+    async def rules(self, obj: Any, limitranges: list[dict[str, Any]], *names: str) -> dict[str, Any]:
+        """``{name: value}`` of rules of ``io.k8s.federation.limitrange`` (undefined ones left out)."""
+        return await self.answer("rules", _question(obj, limitranges, list(names))) or {}
 
-def decide_opa(obj: dict[str, Any], limitranges: list[dict[str, Any]], path: str = "data.io.k8s.federation.admission",
-               input_doc: Any = None) -> Any:
-    ns = obj.get("metadata", {}).get("namespace", "") if obj else ""
-    doc = {"obj": obj if input_doc is None else input_doc, "ranges": _ranges(ns, limitranges)}
-    rs = _opa().eval_query(f"x := {path} with input as input.obj with data.kubernetes.limitranges as input.ranges", doc)
-    return rs[0]["x"] if rs else None
+    async def parse_all(self, values: list[Any]) -> list[dict[str, Any]]:
+        """``quantity.parse`` of every value, in one query."""
+        return await self.answer("parsed", values)  # type: ignore[no-any-return]
 
-
-def decide_engine(obj: dict[str, Any], limitranges: list[dict[str, Any]], path: tuple[str, ...] = DECISION,
-                  input_doc: Any = None) -> Any:
-    from devstack.engine.store import MISSING
-
-    state = _engine()
-    ns = obj.get("metadata", {}).get("namespace", "") if obj else ""
-    state.put_data(("kubernetes", "limitranges"), _ranges(ns, limitranges))
-    out = state.read(path, obj if input_doc is None else input_doc)
-    return None if out is MISSING else out
+    async def view(self, inp: dict[str, Any], kubernetes: dict[str, Any]) -> Any:
+        """``data.io.k8s.federation.limitrange.view.report`` for ``inp`` with ``kubernetes`` as data.kubernetes."""
+        return await self.answer("report", {"input": inp, "kubernetes": kubernetes})
 
 
-EVALUATORS: dict[str, Callable[[dict[str, Any], list[dict[str, Any]]], Any]] = {
-    "opa": decide_opa,
-    "engine": decide_engine,
-}
+class InProcess(Evaluator):
+    """OPA 1.20's own evaluator, in process (one engine per test session)."""
+
+    name = "in-process"
+
+    @staticmethod
+    @functools.cache
+    def _engine() -> Any:
+        from opa_bindings import OpaEngine
+
+        engine = OpaEngine()
+        for mid, src in modules().items():
+            engine.add_policy(mid, src)
+        return engine
+
+    async def answer(self, rule: str, input_doc: Any) -> Any:
+        rs = self._engine().eval_query(f"x := data.fedplace_test.limitrange.{rule}", input_doc)
+        return rs[0]["x"] if rs else None
 
 
-def decide(evaluator: str, obj: dict[str, Any], limitranges: list[dict[str, Any]]) -> dict[str, Any]:
-    return EVALUATORS[evaluator](obj, limitranges) or {}
+class Server(Evaluator):
+    """A policy server (the ``opa`` fixture) over HTTP; :meth:`load` PUTs the modules first."""
+
+    name = "server"
+
+    def __init__(self, opa: OpaServer, session: aiohttp.ClientSession) -> None:
+        self.opa = opa
+        self.session = session
+
+    async def load(self) -> None:
+        for mid, src in modules().items():
+            async with self.session.put(f"{self.opa.url}/v1/policies/{TEST_PREFIX}/{mid}", data=src.encode(),
+                                        headers=self.opa.headers({"Content-Type": "text/plain"})) as resp:
+                assert resp.status == 200, (mid, resp.status, await resp.text())
+
+    async def unload(self) -> None:
+        for mid in reversed(list(modules())):
+            async with self.session.delete(f"{self.opa.url}/v1/policies/{TEST_PREFIX}/{mid}",
+                                           headers=self.opa.headers()) as resp:
+                await resp.read()
+
+    async def answer(self, rule: str, input_doc: Any) -> Any:
+        async with self.session.post(f"{self.opa.url}/v1/data/fedplace_test/limitrange/{rule}",
+                                     data=json.dumps({"input": input_doc}),
+                                     headers=self.opa.headers({"Content-Type": "application/json"})) as resp:
+            assert resp.status == 200, (rule, resp.status, await resp.text())
+            return (await resp.json()).get("result")
 
 
 def patched(obj: dict[str, Any], decision: dict[str, Any]) -> dict[str, Any]:
@@ -139,22 +189,5 @@ def resources_of(pod: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
     return out
 
 
-def view(evaluator: str, inp: dict[str, Any], data: dict[str, Any]) -> Any:
-    """``data.io.k8s.federation.limitrange.view.report`` for ``inp`` with ``data`` as data.kubernetes."""
-    if evaluator == "opa":
-        rs = _opa().eval_query("x := data.io.k8s.federation.limitrange.view.report with input as input.i "
-                               "with data.kubernetes as input.d", {"i": inp, "d": data})
-        return rs[0]["x"] if rs else None
-    from devstack.engine.store import MISSING
-
-    state = _engine()
-    state.put_data(("kubernetes",), data)
-    out = state.read(("io", "k8s", "federation", "limitrange", "view", "report"), inp)
-    return None if out is MISSING else out
-
-
-def parse_all(evaluator: str, values: list[Any]) -> list[dict[str, Any]]:
-    """``quantity.parse`` of every value, in one query."""
-    if evaluator == "opa":
-        return _opa().eval_query("x := data.fedplace_test.quantity.parsed", values)[0]["x"]
-    return _engine().read(("fedplace_test", "quantity", "parsed"), values)
+__all__ = ["EVALUATORS", "Evaluator", "InProcess", "PACK_MODULES", "ROOT", "Server", "TEST_MODULE", "modules",
+           "patched", "read", "resources_of"]

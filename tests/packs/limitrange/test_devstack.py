@@ -1,5 +1,6 @@
-"""The devstack API server serves core/v1 LimitRanges, as kube-apiserver does
-(discovery, CRUD, list, watch) — what opa-kube-sync needs to replicate them."""
+"""The API server serves core/v1 LimitRanges as kube-apiserver does (discovery,
+CRUD, list, watch, the defaults it stores) — what opa-kube-sync needs to
+replicate them. Runs against the devstack API server and a real one alike."""
 
 from __future__ import annotations
 
@@ -25,11 +26,17 @@ async def test_discovery_lists_limitranges(kube_api: client.ApiClient):
 async def test_crud_list_and_watch(kube_api: client.ApiClient, kube_namespaces: ScratchNamespaces):
     ns = await kube_namespaces.create("lr-devstack")
     path = f"/api/v1/namespaces/{ns}/limitranges"
-    body = lr("limits", item("Container", max={"memory": "1Gi"}))
+    body = lr("limits", item("Container", max={"memory": "1Gi"}, min={"cpu": "10m"}), item("Pod", max={"cpu": "4"}))
     body["metadata"]["namespace"] = ns
     created = await kube_json(kube_api, "POST", path, body=body)
-    assert created["kind"] == "LimitRange" and created["apiVersion"] == "v1"
-    assert created["spec"] == body["spec"] and created["metadata"]["resourceVersion"]
+    assert created["kind"] == "LimitRange" and created["apiVersion"] == "v1" and created["metadata"]["resourceVersion"]
+    # stored as SetDefaults_LimitRangeItem leaves it: a Container item's default from its max, its
+    # defaultRequest from that default, then from its min; Pod items as sent
+    assert created["spec"] == {"limits": [
+        {"type": "Container", "max": {"memory": "1Gi"}, "min": {"cpu": "10m"}, "default": {"memory": "1Gi"},
+         "defaultRequest": {"cpu": "10m", "memory": "1Gi"}},
+        {"type": "Pod", "max": {"cpu": "4"}}]}
+    assert (await kube_json(kube_api, "GET", f"{path}/limits"))["spec"] == created["spec"]
     everywhere = await kube_json(kube_api, "GET", "/api/v1/limitranges")
     assert (ns, "limits") in [(i["metadata"]["namespace"], i["metadata"]["name"]) for i in everywhere["items"]]
     listed = await kube_json(kube_api, "GET", path)

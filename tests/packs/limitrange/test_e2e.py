@@ -1,14 +1,18 @@
 """End to end (items 1, 4, 7): the API server dispatches to the webhook, opa-kube-sync
 replicates LimitRanges and loads the pack's ConfigMap, OPA decides.
 
-Everything is the real thing on the devstack: the API server (webhook
-dispatch over TLS), opa-kube-sync in process with ``--replicate
-v1/limitranges``, the ConfigMaps exactly as deploy/ ships them
-(``fedplace-lib``, ``fedplace-federation``, then ``fedplace-limitrange``),
-fedplace-admission in process. The pack is off until its ConfigMap is added;
-then Pods, ReplicaSets, Deployments, StatefulSets, DaemonSets, Jobs and
-CronJobs created through the API server come back with the defaults, a violation is refused with the pack's message, and
-a LimitRange edited in the API server changes the next decision.
+Everything is the real thing, on the devstack or on real servers
+(``FEDPLACE_TEST_*``): the API server (webhook dispatch over TLS),
+opa-kube-sync in process with ``--replicate v1/limitranges``, the ConfigMaps
+exactly as deploy/ ships them (``fedplace-lib``, ``fedplace-federation``,
+then ``fedplace-limitrange``), fedplace-admission in process. The pack is off
+until its ConfigMap is added; then ReplicaSets, Deployments, StatefulSets,
+DaemonSets, Jobs and CronJobs created through the API server come back with
+the defaults, a violation is refused with the pack's message, and a
+LimitRange edited in the API server changes the next decision. Pods come
+defaulted by Kubernetes' own LimitRanger before the webhook sees them: they
+are stored as Kubernetes alone would store them, and the pack denies only
+what breaks a LimitRange.
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ from kubernetes_asyncio import client
 from common.kube_client import KubeApiError, kube_json
 from tests.fixtures.kube import ScratchNamespaces
 from tests.fixtures.stack import eventually, policy_loaded, rules, webhook_stack
+from tests.packs.limitrange import harness
 from tests.packs.limitrange.conftest import pack_configmaps
+from tests.packs.limitrange.k8s_limitranger import admit
 from tests.packs.limitrange.reference import container, item, lr
 
 
@@ -75,10 +81,11 @@ async def test_limitranges_enforced_through_the_api_server(system: dict[str, Any
 
     await eventually(replicated, what="the LimitRange to reach OPA")
 
-    # the pack is off until its ConfigMap is added: admitted unchanged
+    # the pack is off until its ConfigMap is added: admitted as the API server's defaulting leaves it
+    # (every container gets `resources: {}`; LimitRanges concern Pods, not templates)
     before = await kube_json(api, "POST", f"/apis/apps/v1/namespaces/{ns}/replicasets",
                              body=replicaset("before", ns, container("app")))
-    assert "resources" not in before["spec"]["template"]["spec"]["containers"][0]
+    assert before["spec"]["template"]["spec"]["containers"][0]["resources"] == {}
 
     await put_configmap(api, system["policy_ns"], "fedplace-limitrange", system["configmaps"]["fedplace-limitrange"])
     await eventually(lambda: policy_loaded(api, system["policy_ns"], "fedplace-limitrange"), what="the pack to load")
@@ -95,13 +102,15 @@ async def test_limitranges_enforced_through_the_api_server(system: dict[str, Any
     assert pod["metadata"]["annotations"]["kubernetes.io/limit-ranger"].startswith("LimitRanger plugin set: ")
 
     template = {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [container("app")]}}
+    job_template = {**template, "spec": {**template["spec"], "restartPolicy": "Never"}}  # Jobs refuse Always
     workloads = {
         ("apps", "deployments", "Deployment"): {"selector": {"matchLabels": {"app": "d"}}, "template": template},
         ("apps", "statefulsets", "StatefulSet"): {"serviceName": "d", "selector": {"matchLabels": {"app": "d"}},
                                                   "template": template},
         ("apps", "daemonsets", "DaemonSet"): {"selector": {"matchLabels": {"app": "d"}}, "template": template},
-        ("batch", "jobs", "Job"): {"template": template},
-        ("batch", "cronjobs", "CronJob"): {"schedule": "0 * * * *", "jobTemplate": {"spec": {"template": template}}},
+        ("batch", "jobs", "Job"): {"template": job_template},
+        ("batch", "cronjobs", "CronJob"): {"schedule": "0 * * * *",
+                                           "jobTemplate": {"spec": {"template": job_template}}},
     }
     for (group, plural, kind), spec in workloads.items():
         created = await kube_json(api, "POST", f"/apis/{group}/v1/namespaces/{ns}/{plural}", body={
@@ -117,18 +126,67 @@ async def test_limitranges_enforced_through_the_api_server(system: dict[str, Any
     assert f'container "app": memory limit 2Gi exceeds max 1Gi (LimitRange "limits" in "{ns}")' in \
         denied.value.message
 
-    # a LimitRange changed in the API server changes the next decision
+    # a LimitRange changed in the API server changes the next decision (the API server keeps
+    # its default within its max)
+    wide = replicaset("web2", ns, container("app", limits={"memory": "512Mi"}))
+    admitted = await kube_json(api, "POST", f"/apis/apps/v1/namespaces/{ns}/replicasets", body=wide)
+    assert admitted["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"] == "512Mi"
     limits = await kube_json(api, "GET", f"/api/v1/namespaces/{ns}/limitranges/limits")
-    limits["spec"]["limits"][0]["max"]["memory"] = "128Mi"
+    limits["spec"]["limits"][0]["max"]["memory"] = "256Mi"
     await kube_json(api, "PUT", f"/api/v1/namespaces/{ns}/limitranges/limits", body=limits)
 
     async def tightened() -> bool:
         status, body = await opa.request("GET", f"/v1/data/kubernetes/limitranges/{ns}/limits/spec/limits/0/max")
-        return status == 200 and (body.get("result") or {}).get("memory") == "128Mi"
+        return status == 200 and (body.get("result") or {}).get("memory") == "256Mi"
 
     await eventually(tightened, what="the edited LimitRange to reach OPA")
     with pytest.raises(KubeApiError) as denied:
         await kube_json(api, "POST", f"/apis/apps/v1/namespaces/{ns}/replicasets",
-                        body=replicaset("web2", ns, container("app")))
-    assert f'container "app": memory limit 256Mi (default from LimitRange "limits") exceeds max 128Mi ' \
-           f'(LimitRange "limits" in "{ns}")' in denied.value.message
+                        body={**wide, "metadata": {**wide["metadata"], "name": "web3"}})
+    assert f'container "app": memory limit 512Mi exceeds max 256Mi (LimitRange "limits" in "{ns}")' in \
+        denied.value.message
+
+
+async def test_pods_come_defaulted_by_kubernetes(system: dict[str, Any]):
+    """Kubernetes' own LimitRanger defaults a Pod before any webhook sees it, and the API server
+    gives every container `resources: {}`: the Pod is stored as Kubernetes alone would store it
+    (the pack adds nothing, whatever the Pod said about resources), the pack has nothing to add to
+    it, and a Pod breaking a LimitRange is denied with the pack's message."""
+    api, ns, opa = system["api"], system["ns"], system["opa"]
+    limits = lr("limits", item("Container", max={"memory": "1Gi"}, default={"cpu": "500m", "memory": "256Mi"},
+                               defaultRequest={"cpu": "100m"}, maxLimitRequestRatio={"cpu": "10"}),
+                item("Pod", max={"cpu": "2"}))
+    limits["metadata"]["namespace"] = ns
+    await kube_json(api, "POST", f"/api/v1/namespaces/{ns}/limitranges", body=limits)
+    await put_configmap(api, system["policy_ns"], "fedplace-limitrange", system["configmaps"]["fedplace-limitrange"])
+    await eventually(lambda: policy_loaded(api, system["policy_ns"], "fedplace-limitrange"), what="the pack to load")
+
+    async def replicated() -> bool:
+        status, body = await opa.request("GET", f"/v1/data/kubernetes/limitranges/{ns}/limits")
+        return status == 200 and bool(body.get("result"))
+
+    await eventually(replicated, what="the LimitRange to reach OPA")
+    stored_lr = await kube_json(api, "GET", f"/api/v1/namespaces/{ns}/limitranges/limits")
+
+    for name, written in [("bare", container("app")), ("empty", {**container("app"), "resources": {}}),
+                          ("limited", container("app", limits={"cpu": "1"})),
+                          ("requested", container("app", requests={"memory": "64Mi"}))]:
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
+               "spec": {"containers": [written]}}
+        expected = admit(pod, [stored_lr])
+        assert expected.allowed, name
+        created = await kube_json(api, "POST", f"/api/v1/namespaces/{ns}/pods", body=pod)
+        assert harness.resources_of(created) == harness.resources_of(expected.pod), name
+        assert created["metadata"]["annotations"]["kubernetes.io/limit-ranger"] == expected.annotation, name
+        # what the webhook was sent (the stored Pod before it had a status): nothing to add
+        sent = {k: v for k, v in created.items() if k != "status"}
+        status, answer = await opa.query("io/k8s/federation/admission", sent)
+        assert status == 200 and not answer["result"].get("errors"), (name, answer)
+        assert "limitrange" not in (answer["result"].get("patches") or {}), (name, answer)
+
+    with pytest.raises(KubeApiError) as denied:
+        await kube_json(api, "POST", f"/api/v1/namespaces/{ns}/pods", body={
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "wide"},
+            "spec": {"containers": [container("a", limits={"cpu": "1500m"}), container("b", limits={"cpu": "1"})]}})
+    assert denied.value.status == 403
+    assert f'pod: cpu limit total 2500m exceeds max 2 (LimitRange "limits" in "{ns}")' in denied.value.message

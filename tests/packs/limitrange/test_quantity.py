@@ -4,8 +4,8 @@ The oracle is k8s_quantity.py (resource.ParseQuantity re-stated with exact
 fractions). Every value — the issue's examples, edge cases, and a few
 thousand generated strings (fixed seed) mixing signs, leading zeros, decimals,
 valid and invalid suffixes and exponents — must parse to the same
-(whole units, nanounits), or be refused, under OPA's evaluator and under the
-devstack engine alike; Value() and MilliValue() must match too. A refused
+(whole units, nanounits), or be refused, under OPA's evaluator in process and
+under the ``opa`` fixture's server (the devstack engine, or a real OPA) alike; Value() and MilliValue() must match too. A refused
 value is never an evaluation error.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.packs.limitrange import harness
+from tests.packs.limitrange.harness import Evaluator
 from tests.packs.limitrange.k8s_quantity import MAX_MILLI_VALUE, Invalid, milli_value, parse, value
 
 EXAMPLES = ["250m", "0.5", "1Gi", "1G", "1e3", "129e6", "1Ki", "100M", "1", "0", "-0", "+1", ".5", "1.", ".", "+",
@@ -64,14 +64,9 @@ def comparable(q: dict[str, Any]) -> dict[str, Any]:
     return {k: q[k] for k in ("ok", "whole", "nano", "units", "small", "milli") if k in q}
 
 
-def parse_all(evaluator: str, values: list[Any]) -> list[dict[str, Any]]:
-    return harness.parse_all(evaluator, values)
-
-
-@pytest.mark.parametrize("evaluator", ["opa", "engine"])
 @pytest.mark.parametrize("values", [EXAMPLES, generated()], ids=["examples", "generated"])
-def test_parser_matches_kubernetes(evaluator: str, values: list[str]):
-    got = parse_all(evaluator, values)
+async def test_parser_matches_kubernetes(evaluator: Evaluator, values: list[str]):
+    got = await evaluator.parse_all(values)
     wrong = [(v, comparable(g), expected(v)) for v, g in zip(values, got) if comparable(g) != expected(v)]
     assert not wrong, f"{len(wrong)} of {len(values)} differ, e.g. {wrong[:5]}"
 
@@ -85,18 +80,16 @@ def test_generated_values_cover_both_paths_and_refusals():
     assert any(o["ok"] and o["nano"] % 1000000 for o in outcomes)
 
 
-@pytest.mark.parametrize("evaluator", ["opa", "engine"])
-def test_json_values(evaluator: str):
-    got = parse_all(evaluator, [2, 0.25, None, True, {"a": 1}, [1], 1e-3])
+async def test_json_values(evaluator: Evaluator):
+    got = await evaluator.parse_all([2, 0.25, None, True, {"a": 1}, [1], 1e-3])
     assert [comparable(g) for g in got] == [
         expected("2"), expected("0.25"), expected("0"), {"ok": False}, {"ok": False}, {"ok": False},
         expected("0.001")]
     assert got[4]["text"] == '{"a":1}'
 
 
-@pytest.mark.parametrize("evaluator", ["opa", "engine"])
-def test_refusals_say_why(evaluator: str):
-    bad, negative, long_binary = parse_all(evaluator, ["1K", "-2Gi", "12345678901234567890Ki"])
+async def test_refusals_say_why(evaluator: Evaluator):
+    bad, negative, long_binary = await evaluator.parse_all(["1K", "-2Gi", "12345678901234567890Ki"])
     assert bad == {"ok": False, "text": "1K", "error": "is not a valid quantity"}
     assert negative == {"ok": False, "text": "-2Gi", "error": "must not be negative"}
     assert long_binary["error"] == "has more than 19 significant digits before a binary suffix"

@@ -6,7 +6,8 @@ For every case of the reference table:
   plugin (k8s_limitranger.py, Kubernetes' semantics: first LimitRange with
   errors only, float64 ratio) computes — so the table's left column is
   checked against the source it claims to describe;
-* the pack, under OPA's evaluator and under the devstack engine, ends with
+* the pack, under OPA's evaluator in process and under the ``opa`` fixture's
+  server (the devstack engine, or a real OPA), ends with
   the resources the table says (its patch, then the API server's copying of
   limits to missing requests) or denies with exactly the messages it says;
 * docs/policies.md shows the table as rendered from the cases.
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.packs.limitrange import harness, k8s_limitranger
+from tests.packs.limitrange.harness import Evaluator
 from tests.packs.limitrange.reference import CASES, Case, Outcome, render_table
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -36,8 +38,8 @@ def kubernetes(case: Case) -> Outcome:
     return Outcome(_texts(harness.resources_of(out.pod)))
 
 
-def fedplace(case: Case, evaluator: str) -> Outcome:
-    decision = harness.decide(evaluator, case.pod, case.limitranges)
+async def fedplace(case: Case, evaluator: Evaluator) -> Outcome:
+    decision = await evaluator.decide(case.pod, case.limitranges)
     if decision.get("errors"):
         return Outcome(errors=tuple(sorted(decision["errors"])))
     pod = k8s_limitranger.set_defaults_pod(harness.patched(case.pod, decision))
@@ -49,10 +51,9 @@ def test_kubernetes_column_is_what_the_plugin_does(case: Case):
     assert kubernetes(case) == case.kubernetes
 
 
-@pytest.mark.parametrize("evaluator", sorted(harness.EVALUATORS))
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_fedplace_column_is_what_the_pack_does(case: Case, evaluator: str):
-    assert fedplace(case, evaluator) == Outcome(case.fedplace.resources, tuple(sorted(case.fedplace.errors)))
+async def test_fedplace_column_is_what_the_pack_does(case: Case, evaluator: Evaluator):
+    assert await fedplace(case, evaluator) == Outcome(case.fedplace.resources, tuple(sorted(case.fedplace.errors)))
 
 
 def test_differences_are_explained():

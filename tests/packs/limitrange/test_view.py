@@ -1,14 +1,8 @@
-"""The view behind ``fedplace-limits`` (policies/limitrange/view.rego) under both evaluators.
-
-(Not a Rego unit test: a test's ``with input`` around the view's own ``with``
-is refused by regorus as recursion; real OPA runs it either way.)
-"""
+"""The view behind ``fedplace-limits`` (policies/limitrange/view.rego), in process and on the server."""
 
 from __future__ import annotations
 
-import pytest
-
-from tests.packs.limitrange import harness
+from tests.packs.limitrange.harness import Evaluator
 from tests.packs.limitrange.reference import container, item, lr
 
 
@@ -31,9 +25,8 @@ DATA = {"limitranges": ranges(),
                         "other": {"x": rs("x", limits={"memory": "9Gi"})}}}
 
 
-@pytest.mark.parametrize("evaluator", sorted(harness.EVALUATORS))
-def test_effective_limits(evaluator: str):
-    r = harness.view(evaluator, {"namespace": "shop", "resources": ["replicasets"]}, DATA)
+async def test_effective_limits(evaluator: Evaluator):
+    r = await evaluator.view({"namespace": "shop", "resources": ["replicasets"]}, DATA)
     assert r["namespace"] == "shop" and r["limitRanges"] == ["a", "b"] and r["errors"] == []
     rows = {(x["limitRange"], x["type"], x["resource"]): x for x in r["limits"]}
     assert set(rows) == {("a", "Container", "cpu"), ("b", "Container", "cpu"), ("b", "Container", "memory"),
@@ -51,9 +44,8 @@ def test_effective_limits(evaluator: str):
     assert (b_pod["max"], b_pod["default"], b_pod["defaultFrom"], b_pod["defaultApplies"]) == ("2Gi", "", "", False)
 
 
-@pytest.mark.parametrize("evaluator", sorted(harness.EVALUATORS))
-def test_workloads_checked_now(evaluator: str):
-    r = harness.view(evaluator, {"namespace": "shop", "resources": ["replicasets", "pods"]}, DATA)
+async def test_workloads_checked_now(evaluator: Evaluator):
+    r = await evaluator.view({"namespace": "shop", "resources": ["replicasets", "pods"]}, DATA)
     assert [(w["kind"], w["name"]) for w in r["workloads"]] == [("ReplicaSet", "bare"), ("ReplicaSet", "big"),
                                                                 ("ReplicaSet", "ok")]
     bare, big, ok = r["workloads"]
@@ -66,11 +58,10 @@ def test_workloads_checked_now(evaluator: str):
         'container "app": cpu limit 500m (LimitRange "a")', 'container "app": memory limit 1Gi (LimitRange "b")']
 
 
-@pytest.mark.parametrize("evaluator", sorted(harness.EVALUATORS))
-def test_malformed_and_missing(evaluator: str):
+async def test_malformed_and_missing(evaluator: Evaluator):
     data = {"limitranges": {"shop": {"bad": lr("bad", item("Container", max={"cpu": "lots"}))}}}
-    r = harness.view(evaluator, {"namespace": "shop"}, data)
+    r = await evaluator.view({"namespace": "shop"}, data)
     assert r["errors"] == ['LimitRange "bad" in "shop": spec.limits[0].max[cpu] "lots" is not a valid quantity']
     assert r["limits"][0]["max"] == "lots"
-    r = harness.view(evaluator, {"namespace": "empty"}, data)
+    r = await evaluator.view({"namespace": "empty"}, data)
     assert (r["limitRanges"], r["limits"], r["workloads"], r["errors"]) == ([], [], [], [])
