@@ -1,30 +1,29 @@
 """Benchmark the LimitRange pack's admission decision: a 5-container pod template against 3 LimitRanges.
 
-Usage: .venv/bin/python bench/limitrange.py [--queries 500] [--opa-url URL [--opa-token-file PATH]]
+Usage: .venv/bin/python bench/limitrange.py [--queries 500] [--rounds 10] [--opa-url URL [--opa-token-file PATH]]
 
 The object is a Deployment whose template has five containers (two with
 requests and limits, one with a limit only, two with nothing: they get
 defaults); the namespace has three LimitRanges — Container defaults,
-Container min / max / maxLimitRequestRatio, Pod max — so the decision parses
+Container min / max / maxLimitRequestRatio, Pod max — so the decision reads
 every quantity, defaults, totals the pod, checks every bound and writes the
-patch. A second object breaks five bounds, for the cost of a denial. Measured,
-sequentially, per evaluator:
+patch. A second object breaks five bounds, for the cost of a denial.
 
-* the devstack engine over HTTP (``POST /v1/data/io/k8s/federation/admission``),
-  with only the pack and the lib loaded, then with the placement policy too;
-* the same engine's evaluation in-process (``EngineState.read``, what its
-  server runs for the request, without HTTP) — devstack only;
-* regorus alone as the engine runs it (a template prepared once, a clone per
-  decision), without HTTP and the engine's data mirror;
-* OPA's own evaluator (OPA 1.20 in process, ``opa_bindings``), same modules;
-* the floors: ``GET /health`` (HTTP alone), and a constant rule of the pack
-  queried over HTTP and in process with the same input (what any query costs
-  with these modules loaded: regorus' per-query set-up grows with the loaded
-  Rego, whatever the query evaluates).
+Always starts a devstack engine; with ``--opa-url`` (a scratch OPA, see
+bench/common.py) measures that OPA too, in the same run, one server after the
+other. Per server, ``--queries`` sequential decisions over HTTP
+(``POST /v1/data/io/k8s/federation/admission``):
 
-Target (issue 13): decision p50 <= 1 ms in the engine. Against an external
-OPA (``--opa-url``) the HTTP rows measure it instead and the in-process
-engine row is skipped.
+* the pack alone (and the lib it needs): defaults patched; denied;
+* the pack's common case against its rules alone, in alternating blocks
+  (``--rounds``): the same decision asked through a bench module, as is and
+  with ``common_case`` set to false — what the common case saves;
+* the pack beside the placement policy;
+* the floors: a constant rule of the pack with the same input (what any
+  query costs), ``GET /health`` (HTTP alone).
+
+Then OPA 1.20's own evaluator in process (``opa_bindings``), the same modules,
+without HTTP. Target: decision p50 <= 2 ms on a real OPA.
 """
 
 from __future__ import annotations
@@ -43,16 +42,32 @@ import aiohttp
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.common import Opa, add_server_flags, devstack_only, pct, servers  # noqa: E402
+from bench.common import Opa, add_server_flags, pct, servers  # noqa: E402
 
 QUERY = "/v1/data/io/k8s/federation/admission"
 CONSTANT = "/v1/data/io/k8s/federation/limitrange/quantity/max_units"  # a constant rule of the pack
-PATH = ("io", "k8s", "federation", "admission")
 # in an order OPA accepts one PUT at a time (quantity's functions before their callers)
 PACK = ["lib/generated/replicated_root.rego", "lib/podspec.rego", "limitrange/quantity.rego",
         "limitrange/ranger.rego", "limitrange/admission.rego"]
 PLACEMENT = ["federation/lib.rego", "federation/placement.rego"]
+PREFIX = "bench-limitrange/"
 NS = "shop"
+
+# The decision as is, and with the common case off (the rules alone decide): same wrapping for both.
+AB_MODULE = """package bench.limitrange
+
+decision := d if {
+	d := data.io.k8s.federation.admission
+}
+
+rules_only := d if {
+	d := data.io.k8s.federation.admission with data.io.k8s.federation.limitrange.common_case as false
+}
+"""
+AB = {"with the common case": "/v1/data/bench/limitrange/decision",
+      "rules alone (common case off)": "/v1/data/bench/limitrange/rules_only"}
+
+Rows = list[tuple[str, str, list[float]]]
 
 
 def limitranges() -> dict[str, Any]:
@@ -91,10 +106,6 @@ def modules(names: list[str]) -> dict[str, str]:
     return {n: (ROOT / "policies" / n).read_text() for n in names}
 
 
-def summary(lat: list[float]) -> tuple[float, float]:
-    return statistics.median(lat), pct(lat, 99)
-
-
 def timed_calls(fn: Callable[[], Any], n: int) -> list[float]:
     fn()  # warm
     out = []
@@ -105,12 +116,14 @@ def timed_calls(fn: Callable[[], Any], n: int) -> list[float]:
     return out
 
 
-async def http_queries(s: aiohttp.ClientSession, url: str, doc: dict[str, Any], n: int,
+async def http_queries(s: aiohttp.ClientSession, url: str, doc: dict[str, Any] | None, n: int,
                        query: str = QUERY) -> list[float]:
-    async def once() -> dict[str, Any]:
-        async with s.post(url + query, json={"input": doc}) as r:
+    """``n`` sequential POSTs of ``query`` (GET when ``doc`` is None), after one to warm; latencies in ms."""
+    async def once() -> None:
+        request = s.get(url + query) if doc is None else s.post(url + query, json={"input": doc})
+        async with request as r:
             assert r.status == 200, await r.text()
-            return await r.json()
+            await r.read()
 
     await once()
     out = []
@@ -121,59 +134,63 @@ async def http_queries(s: aiohttp.ClientSession, url: str, doc: dict[str, Any], 
     return out
 
 
-async def interleaved(url_a: str, url_b: str, doc: dict[str, Any], n: int, rounds: int = 10
-                      ) -> tuple[list[float], list[float]]:
-    """The same decision asked of two engines in alternating blocks (both see the same load)."""
-    a: list[float] = []
-    b: list[float] = []
-    async with aiohttp.ClientSession() as s:
-        for _ in range(rounds):
-            a += await http_queries(s, url_a, doc, max(1, n // rounds))
-            b += await http_queries(s, url_b, doc, max(1, n // rounds))
-    return a, b
+async def alternated(s: aiohttp.ClientSession, url: str, doc: dict[str, Any], queries: dict[str, str], n: int,
+                     rounds: int) -> dict[str, list[float]]:
+    """The same decision through each of ``queries`` in alternating blocks (both see the same load)."""
+    out: dict[str, list[float]] = {name: [] for name in queries}
+    for _ in range(rounds):
+        for name, query in queries.items():
+            out[name] += await http_queries(s, url, doc, max(1, n // rounds), query)
+    return out
 
 
 async def load(s: aiohttp.ClientSession, url: str, mods: dict[str, str]) -> None:
     for mid, src in mods.items():
-        async with s.put(f"{url}/v1/policies/bench-limitrange/{mid}", data=src) as r:
+        async with s.put(f"{url}/v1/policies/{PREFIX}{mid}", data=src.encode()) as r:
             assert r.status == 200, await r.text()
-    async with s.put(f"{url}/v1/data/kubernetes", json={"limitranges": {NS: limitranges()}}) as r:
-        assert r.status in (200, 204), await r.text()
 
 
-def in_process_engine(mods: dict[str, str], doc: dict[str, Any], n: int) -> list[float]:
-    from devstack.engine.state import EngineState
-
-    state = EngineState()
-    for mid, src in mods.items():
-        state.put_policy(mid, src)
-    state.put_data(("kubernetes",), {"limitranges": {NS: limitranges()}})
-    return timed_calls(lambda: state.read(PATH, doc), n)
+async def decide(s: aiohttp.ClientSession, url: str, doc: dict[str, Any], query: str = QUERY) -> dict[str, Any]:
+    async with s.post(url + query, json={"input": doc}) as r:
+        assert r.status == 200, await r.text()
+        return (await r.json())["result"]  # type: ignore[no-any-return]
 
 
-def regorus_prepared(mods: dict[str, str], doc: dict[str, Any], n: int,
-                     query: str = "data.io.k8s.federation.admission") -> list[float]:
-    """regorus alone, as the engine runs it (its template evaluated once, a clone per decision), without
-    HTTP and the data mirror."""
-    import json
-
-    import regorus
-
-    template = regorus.Engine()
-    for mid, src in mods.items():
-        template.add_policy(mid, src)
-    template.add_data_json(json.dumps({"kubernetes": {"limitranges": {NS: limitranges()}}}))
-    template.eval_query("x := 1")  # prepared once; clones keep it
-
-    def once() -> None:
-        engine = template.clone()
-        engine.set_input_json(json.dumps(doc))
-        engine.eval_query_as_json(query)
-
-    return timed_calls(once, n)
+def check(decision: dict[str, Any], broken: bool) -> None:
+    """The benchmark measures the right thing: defaults patched, or denied with every violation."""
+    if broken:
+        assert len(decision.get("errors") or []) == 5, decision
+    else:
+        assert not decision.get("errors") and len(decision["patches"]["limitrange"]) == 2, decision
 
 
-def opa_evaluator(mods: dict[str, str], doc: dict[str, Any], n: int) -> tuple[list[float], Any]:
+async def measure(server: Opa, args: argparse.Namespace) -> Rows:
+    """Every HTTP row of one server (see the module docstring)."""
+    n, who = args.queries, "real OPA" if server.external else "devstack engine"
+    ok, broken = deployment("web"), deployment("big", broken=True)
+    rows: Rows = []
+    server.owns(documents=("kubernetes",), policies=(PREFIX,))
+    async with server.session() as s:
+        async with s.put(f"{server.url}/v1/data/kubernetes", json={"limitranges": {NS: limitranges()}}) as r:
+            assert r.status in (200, 204), await r.text()
+        await load(s, server.url, {**modules(PACK), "bench/limitrange.rego": AB_MODULE})
+        check(await decide(s, server.url, ok), False)
+        check(await decide(s, server.url, broken), True)
+        for query in AB.values():
+            check(await decide(s, server.url, ok, query), False)
+        rows.append((who, "pack alone, defaults patched", await http_queries(s, server.url, ok, n)))
+        rows.append((who, "pack alone, denied (5 violations)", await http_queries(s, server.url, broken, n)))
+        ab = await alternated(s, server.url, ok, AB, n, args.rounds)
+        rows += [(who, f"defaults patched, {name}, alternated", lat) for name, lat in ab.items()]
+        rows.append((who, "floor: a constant rule of the pack", await http_queries(s, server.url, ok, n, CONSTANT)))
+        rows.append((who, "floor: `GET /health`", await http_queries(s, server.url, None, n, "/health")))
+        await load(s, server.url, modules(PLACEMENT))
+        rows.append((who, "pack + placement policy, defaults patched", await http_queries(s, server.url, ok, n)))
+    return rows
+
+
+def in_process(mods: dict[str, str], doc: dict[str, Any], n: int) -> list[float]:
+    """OPA 1.20's own evaluator, in process, holding ``mods`` and the LimitRanges."""
     from opa_bindings import OpaEngine
 
     engine = OpaEngine()
@@ -181,94 +198,47 @@ def opa_evaluator(mods: dict[str, str], doc: dict[str, Any], n: int) -> tuple[li
         engine.add_policy(mid, src)
     engine.add_data({"kubernetes": {"limitranges": {NS: limitranges()}}})
     query = "x := data.io.k8s.federation.admission"
-    return timed_calls(lambda: engine.eval_query(query, doc), n), engine.eval_query(query, doc)[0]["x"]
-
-
-def check(decision: dict[str, Any], broken: bool) -> None:
-    """The benchmark measures the right thing: defaults patched, or denied with both errors."""
-    if broken:
-        assert len(decision.get("errors") or []) == 5, decision
-    else:
-        assert not decision.get("errors") and len(decision["patches"]["limitrange"]) == 2, decision
+    check(engine.eval_query(query, doc)[0]["x"], False)
+    return timed_calls(lambda: engine.eval_query(query, doc), n)
 
 
 async def run(args: argparse.Namespace) -> None:
-    n = args.queries
-    pack = modules(PACK)
-    everything = {**modules(PLACEMENT), **pack}
-    ok, broken = deployment("web"), deployment("big", broken=True)
-    rows: list[tuple[str, str, list[float]]] = []
     t0 = time.perf_counter()
+    rows: Rows = []
     with tempfile.TemporaryDirectory() as tmp:
         async with servers(args, Path(tmp)) as srv:
             assert srv.opa is not None
-            engine = srv.opa
-            engine.owns(documents=("kubernetes",), policies=("bench-limitrange/",))
-            where = "external OPA" if engine.external else "devstack engine"
-            async with engine.session() as s:
-                await load(s, engine.url, pack)
-                async with s.post(engine.url + QUERY, json={"input": ok}) as r:
-                    check((await r.json())["result"], False)
-                async with s.post(engine.url + QUERY, json={"input": broken}) as r:
-                    check((await r.json())["result"], True)
-                rows.append((f"{where}, HTTP", "pack only, defaults patched", await http_queries(s, engine.url, ok, n)))
-                rows.append((f"{where}, HTTP", "pack only, denied (5 violations)",
-                             await http_queries(s, engine.url, broken, n)))
-                constant = await http_queries(s, engine.url, ok, n, CONSTANT)
-                await load(s, engine.url, modules(PLACEMENT))
-                rows.append((f"{where}, HTTP", "pack + placement policy", await http_queries(s, engine.url, ok, n)))
-                if not engine.external:
-                    # Baseline in the same run: an engine cloning regorus for every query with input
-                    # (--per-query-clone, how the engine evaluated before), same modules and data.
-                    base = Opa.start(Path(tmp), "baseline", "--per-query-clone")
-                    try:
-                        async with base.session() as b:
-                            await load(b, base.url, everything)
-                        reused, cloned = await interleaved(engine.url, base.url, ok, n)
-                    finally:
-                        await base.close()
-                    rows.append((f"{where}, HTTP, one clone reused (default)", "pack + placement, alternated",
-                                 reused))
-                    rows.append((f"{where}, HTTP, baseline --per-query-clone", "pack + placement, alternated",
-                                 cloned))
-                health = []
-                for _ in range(n):
-                    t = time.perf_counter()
-                    async with s.get(engine.url + "/health") as r:
-                        await r.read()
-                    health.append((time.perf_counter() - t) * 1000)
-            described = srv.describe()
-    engine_rows: list[tuple[str, str, list[float]]] = []
-    if not args.opa_url:
-        engine_rows.append(("devstack engine, in process (no HTTP)", "pack only, defaults patched",
-                            in_process_engine(pack, ok, n)))
-        engine_rows.append(("devstack engine, in process (no HTTP)", "pack + placement policy",
-                            in_process_engine(everything, ok, n)))
-        engine_rows.append(("regorus alone, template prepared once", "pack only, defaults patched",
-                            regorus_prepared(pack, ok, n)))
-        engine_rows.append(("regorus alone, template prepared once", "floor: a constant rule of the pack",
-                            regorus_prepared(pack, ok, n, "data.io.k8s.federation.limitrange.quantity.max_units")))
-    opa_ok, decision = opa_evaluator(pack, ok, n)
-    check(decision, False)
-    opa_rows = [("OPA 1.20 evaluator, in process", "pack only, defaults patched", opa_ok),
-                ("OPA 1.20 evaluator, in process", "pack + placement policy", opa_evaluator(everything, ok, n)[0])]
+            external = srv.opa if srv.opa.external else None
+            engine = srv.opa if external is None else Opa.start(Path(tmp), "engine")
+            try:
+                rows += await measure(engine, args)
+            finally:
+                if external is not None:
+                    await engine.close()
+            if external is not None:
+                rows += await measure(external, args)
+            described = srv.describe() + ("" if external is None else f"; {engine.describe()}")
+    ok = deployment("web")
+    rows.append(("OPA 1.20 in process", "pack alone, defaults patched", in_process(modules(PACK), ok, args.queries)))
+    rows.append(("OPA 1.20 in process", "pack + placement policy, defaults patched",
+                 in_process(modules(PLACEMENT + PACK), ok, args.queries)))
 
-    print(f"### LimitRange pack — 5-container Deployment template, 3 LimitRanges, {n} sequential decisions\n")
+    print(f"### LimitRange pack — 5-container Deployment template, 3 LimitRanges, {args.queries} sequential "
+          "decisions\n")
     print(f"{described}\n")
     print("| evaluator | case | p50 (ms) | p99 (ms) | min (ms) |")
     print("|---|---|---:|---:|---:|")
-    floors = [(f"{where}, HTTP", "floor: a constant rule of the pack", constant), ("HTTP floor", "`GET /health`", health)]
-    for who, case, lat in rows + engine_rows + opa_rows + floors:
-        p50, p99 = summary(lat)
-        print(f"| {who} | {case} | {p50:.2f} | {p99:.2f} | {min(lat):.2f} |")
-    if args.opa_url:
-        print(f"\n- in-process engine rows: {devstack_only('the engine in process')}")
+    for who, case, lat in rows:
+        print(f"| {who} | {case} | {statistics.median(lat):.2f} | {pct(lat, 99):.2f} | {min(lat):.2f} |")
+    if external is None:
+        print("\n- real OPA rows: skipped (no --opa-url given)")
     print(f"- bench wall time: {time.perf_counter() - t0:.0f} s")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queries", type=int, default=500)
+    parser.add_argument("--rounds", type=int, default=10, help="blocks of the alternated rows")
     add_server_flags(parser, opa=True)
     asyncio.run(run(parser.parse_args()))
 
