@@ -38,8 +38,10 @@ deny contains violation("CapabilityForbidden", msg) if {
 	some c in pod.containers
 	caps := pod.elevated_capabilities(c.container)
 	count(caps) > 0
-	msg := sprintf("container %q (%s) adds capabilities this node does not allow: %s",
-		[c.name, c.path, concat(", ", sort(caps))])
+	msg := sprintf(
+		"container %q (%s) adds capabilities this node does not allow: %s",
+		[c.name, c.path, concat(", ", sort(caps))],
+	)
 }
 
 deny contains violation("HostPathVolumeForbidden", msg) if {

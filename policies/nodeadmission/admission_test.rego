@@ -2,9 +2,6 @@ package io.k8s.node.admission_test
 
 import data.io.k8s.node.admission
 
-# Results are bound first and compared after: regorus (the devstack engine) leaves
-# `rule == other_rule with input as …` undefined (docs/devstack.md, known differences).
-
 app := {"name": "app", "image": "registry.example/app:1"}
 
 plain_pod := {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "shop"}, "spec": {"containers": [app]}}
@@ -102,8 +99,10 @@ test_all_problems_are_reported_at_once if {
 		"securityContext": {"sysctls": [{"name": "kernel.sem", "value": "1"}]},
 	})
 	r := reasons(p, {})
-	r == {"HostNetworkForbidden", "HostPathVolumeForbidden", "PrivilegedContainerForbidden", "CapabilityForbidden",
-		"UnsafeSysctlForbidden"}
+	r == {
+		"HostNetworkForbidden", "HostPathVolumeForbidden", "PrivilegedContainerForbidden", "CapabilityForbidden",
+		"UnsafeSysctlForbidden",
+	}
 }
 
 # -- node facts ------------------------------------------------------------------------

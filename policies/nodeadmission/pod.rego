@@ -1,9 +1,10 @@
 # What a node admission decision reads about the pod and the node (Rego v1).
 #
 # input: {"pod": <a core/v1 Pod>, "node": <the node's facts>}, as fedplace-node-admit
-# sends it. Every helper type-checks before it calls a builtin: OPA makes a rule
-# undefined on a builtin error while the devstack engine raises, and either would
-# silently change a decision.
+# sends it, where any field may have any type (a static pod manifest on a node is
+# not validated). Every helper type-checks before it calls a builtin: on a builtin
+# error OPA's server makes the expression undefined, silently changing a decision,
+# and an evaluator with strict builtin errors fails the query.
 package io.k8s.node.pod
 
 # The pod's spec; undefined when the pod or its spec is not an object.
@@ -33,17 +34,17 @@ containers contains {"path": sprintf("spec.%s[%d]", [field, i]), "name": name, "
 
 container_name(c) := c.name if is_string(c.name)
 
-container_name(c) := "" if not is_string(c.name)
+else := ""
 
 # A container's securityContext, or {}.
 container_security(c) := c.securityContext if is_object(c.securityContext)
 
-container_security(c) := {} if not is_object(c.securityContext)
+else := {}
 
 # A value as message text: strings as they are, anything else as JSON.
 text(x) := x if is_string(x)
 
-text(x) := json.marshal(x) if not is_string(x)
+else := json.marshal(x)
 
 # -- facts about the node ------------------------------------------------------------
 
@@ -101,15 +102,10 @@ safe_sysctls := {
 
 # A sysctl name may use "/" as its separator ("kernel/shm_rmid_forced"); like the
 # kubelet, when the first separator is a "/", the two separators are swapped.
-sysctl_name(name) := name if {
-	is_string(name)
-	not slash_first(name)
-}
-
 sysctl_name(name) := concat(".", [replace(part, ".", "/") | some part in split(name, "/")]) if {
 	is_string(name)
 	slash_first(name)
-}
+} else := name if is_string(name)
 
 slash_first(name) if {
 	indexof(name, "/") >= 0
@@ -142,7 +138,7 @@ unsafe_sysctls contains name if {
 
 sysctl_text(s) := text(object.get(s, "name", null)) if is_object(s)
 
-sysctl_text(s) := text(s) if not is_object(s)
+else := text(s)
 
 allowed_sysctl(s) if {
 	is_object(s)
