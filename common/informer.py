@@ -5,9 +5,13 @@ list-then-watch protocol (CONTRACTS.md, "List" and "Watch"):
 
 1. a paginated list (``limit``/``continue``) → ``handler.on_sync(objects, rv)``
    with the *whole* collection, so the handler can replace its view (objects
-   deleted while we were not watching disappear);
-2. a watch from the list's resourceVersion with ``allowWatchBookmarks`` and
-   ``timeoutSeconds``; each ADDED/MODIFIED/DELETED → ``handler.on_event``;
+   deleted while we were not watching disappear). The pages are asked for
+   without ``InformerSettings.field_selector`` and filtered here: API servers
+   1.22 to 1.24.2 drop matching objects from paged lists with a selector
+   (:mod:`common.field_selector`);
+2. a watch from the list's resourceVersion with ``allowWatchBookmarks``,
+   ``timeoutSeconds`` and the field selector; each ADDED/MODIFIED/DELETED →
+   ``handler.on_event``;
    BOOKMARKs only advance the resourceVersion; a clean end of the stream
    re-watches from the last resourceVersion;
 3. an ``ERROR`` event with code 410 (or HTTP 410), any other watch failure, or
@@ -39,6 +43,7 @@ from typing import Any, AsyncIterator, Callable, Protocol
 import aiohttp
 from kubernetes_asyncio import client
 
+from common.field_selector import FieldSelector
 from common.kube_client import KubeApiError, Resource, kube_json, kube_stream
 
 __all__ = ["Informer", "InformerHandler", "InformerSettings", "WatchExpired"]
@@ -65,8 +70,7 @@ class InformerSettings:
     backoff_initial: float = 0.2
     backoff_max: float = 10.0
     short_watch: float = 1.0  # a watch ending sooner with nothing received is backed off
-    label_selector: str | None = None
-    field_selector: str | None = None
+    field_selector: str | None = None  # on metadata.name / metadata.namespace (common.field_selector)
     transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # applied to every object received
 
 
@@ -97,6 +101,7 @@ class Informer:
         self.handler = handler
         self.namespace = namespace
         self.settings = settings or InformerSettings()
+        self.fields = FieldSelector.parse(self.settings.field_selector)  # ValueError when malformed
         self.objects: dict[str, dict[str, Any]] = {}
         self.resource_version = ""
         self.synced = asyncio.Event()
@@ -148,22 +153,15 @@ class Informer:
         base = min(self.settings.backoff_max, self.settings.backoff_initial * (2 ** max(0, failures - 1)))
         return base / 2 + random.uniform(0, base / 2)
 
-    def _query(self) -> list[tuple[str, Any]]:
-        q: list[tuple[str, Any]] = []
-        if self.settings.label_selector:
-            q.append(("labelSelector", self.settings.label_selector))
-        if self.settings.field_selector:
-            q.append(("fieldSelector", self.settings.field_selector))
-        return q
-
     async def list_all(self) -> tuple[list[dict[str, Any]], str]:
-        """One paginated list: (items, the list's resourceVersion)."""
+        """One paginated list of the objects the field selector matches: (items, the list's
+        resourceVersion). Pages are asked for without the selector (see the module docstring)."""
         items: list[dict[str, Any]] = []
         token = ""
         rv = ""
         path = self.resource.collection_path(self.namespace)
         while True:
-            q = self._query() + [("limit", self.settings.page_size)]
+            q: list[tuple[str, Any]] = [("limit", self.settings.page_size)]
             if token:
                 q.append(("continue", token))
             page = await kube_json(self.api, "GET", path, query=q)
@@ -171,6 +169,8 @@ class Informer:
             item_kind = kind[: -len("List")] if kind.endswith("List") else kind
             transform = self.settings.transform
             for item in page.get("items") or []:
+                if not self.fields.matches(item):
+                    continue
                 # List items omit kind/apiVersion; restore them so objects look as watched.
                 item.setdefault("kind", item_kind)
                 item.setdefault("apiVersion", self.resource.api_version)
@@ -197,7 +197,8 @@ class Informer:
     async def _watch(self) -> int:
         """One watch stream until it ends cleanly; returns how many events (bookmarks included) it carried."""
         self._received = 0
-        q = self._query() + [
+        q: list[tuple[str, Any]] = [("fieldSelector", str(self.fields))] if self.fields else []
+        q += [
             ("watch", "true"),
             ("allowWatchBookmarks", "true"),
             ("timeoutSeconds", self.settings.watch_timeout),

@@ -19,9 +19,11 @@ under, so an old event can never land after a newer list.
 
 The informer of a type (:meth:`ReplicationHandler.informer_settings`) strips
 noise as objects arrive, so its cache holds what OPA gets, and excludes
-``--replicate-ignore-namespaces`` server-side with a field selector
-(:func:`namespace_field_selector`): ignored namespaces cost nothing to list or
-watch. The client-side filter stays, for a server that ignores the selector.
+``--replicate-ignore-namespaces`` with a field selector
+(:func:`namespace_field_selector`): the API server leaves them out of the watch;
+the informer's list pages drop them on arrival (a paged list with a selector is
+unreliable on some API servers: :mod:`common.field_selector`). The handler's
+own filter stays, for a server that ignores the selector.
 """
 
 from __future__ import annotations
