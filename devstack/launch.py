@@ -88,7 +88,7 @@ class ServerProcess:
     def start(self, timeout: float = 20.0) -> "ServerProcess":
         self.log_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost,::1", "no_proxy": "127.0.0.1,localhost,::1",
-               "RUST_BACKTRACE": "0", "PYTHONUNBUFFERED": "1", **self.env}
+               "PYTHONUNBUFFERED": "1", **self.env}
         argv = [sys.executable, *[a.format(port=self.port) for a in self.args]]
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,

@@ -27,7 +27,6 @@ pytest_plugins = [
 # Local test servers must never be reached through a proxy.
 os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost,::1")
 os.environ.setdefault("no_proxy", os.environ["NO_PROXY"])
-os.environ.setdefault("RUST_BACKTRACE", "0")
 
 
 def external_opa() -> bool:
