@@ -5,7 +5,7 @@ got from OPA) onto a :class:`Decision`. No I/O: the HTTP handler runs the
 query (:mod:`admission.query`) only when :func:`needs_query` says so, then
 calls :func:`decide`, and carries out the result (response, Event, metrics).
 
-Rules (DESIGN.md, "Admission decision" and "Failure semantics"):
+Rules (docs/admission.md, "Decision contract" and "Failure semantics"):
 
 ====================================  ==================================  ===========
 situation                             decision                            outcome

@@ -4,7 +4,7 @@
 :class:`AdmissionRequest`, or raises :class:`BadReview` (HTTP 400) saying what
 is wrong. :func:`review_response` builds the answer: same apiVersion and kind,
 ``response.uid`` = ``request.uid``, ``patchType: JSONPatch`` only together
-with a patch (CONTRACTS.md, "Admission webhooks").
+with a patch, as the API server requires.
 """
 
 from __future__ import annotations

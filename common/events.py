@@ -14,7 +14,8 @@ event and returns. A background task (:meth:`EventRecorder.run`) sends them:
   are best effort and must never hold up the work that produced them.
 
 Events go to the involved object's namespace; a cluster-scoped object's to
-``default`` (CONTRACTS.md, "Events").
+``default`` (the API server refuses an Event whose namespace differs from
+its involved object's).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """List/watch of one resource type, with a local cache and a handler.
 
 The informer is the one piece of code that follows the API server's
-list-then-watch protocol (CONTRACTS.md, "List" and "Watch"):
+list-then-watch protocol of the API server:
 
 1. a paginated list (``limit``/``continue``) → ``handler.on_sync(objects, rv)``
    with the *whole* collection, so the handler can replace its view (objects

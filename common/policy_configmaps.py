@@ -1,6 +1,6 @@
 """Which ConfigMaps in a policy namespace hold policy.
 
-Every ConfigMap there is policy (DESIGN.md, "Policies") except
+Every ConfigMap there is policy (docs/sync.md, "Policies") except
 ``kube-root-ca.crt``, which Kubernetes ≥ 1.21 publishes into every namespace:
 counting it would make the webhook believe policies exist on every real
 control plane (it would never fail open), and loading its ``ca.crt`` key as
