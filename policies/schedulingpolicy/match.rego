@@ -15,21 +15,44 @@
 # makes the component mandatory.
 #
 # Any JSON may stand where an object or a list is expected (replicated data,
-# the admitted object): lookups go through get() and `x[_]` / `x[k]`, never
-# `some … in x` on what may not be a collection (regorus raises an error
-# there; OPA makes the expression undefined).
-#
-# Evaluated on every admission: helpers are `else` chains (regorus, the
-# devstack engine, evaluates every definition of a function; an `else` chain
-# stops at the first that holds) and per-item work is done once per item.
+# the admitted object): lookups go through value_at() / list_at() or plain
+# references, which are undefined rather than an error on the wrong type.
 package io.k8s.federation.schedulingpolicy.match
 
-violations(m, spec, exempt, unset) := ((name_violations(m, spec, "schedulerName", "schedulerNames", unset) |
-	name_violations(m, spec, "priorityClassName", "priorityClassNames", unset)) |
-	(selector_violations(m, spec) | toleration_violations(m, spec, exempt))) |
-	affinity_violations(m, spec)
+violations(m, spec, exempt, unset) := union({
+	name_violations(m, spec, "schedulerName", "schedulerNames", unset),
+	name_violations(m, spec, "priorityClassName", "priorityClassNames", unset),
+	selector_violations(m, spec),
+	toleration_violations(m, spec, exempt),
+	affinity_violations(m, spec),
+})
 
 violation(component, value, reason) := {"component": component, "value": value, "reason": reason}
+
+# ---- helpers ---------------------------------------------------------------
+
+# The value at `path` in x, or `fallback` (also when x is not an object).
+value_at(x, path, fallback) := object.get(x, path, fallback) if is_object(x) else := fallback
+
+# The list at `path` in x ([] when absent or not a list).
+list_at(x, path) := l if {
+	l := value_at(x, path, [])
+	is_array(l)
+} else := []
+
+# Values quoted as JSON (any JSON may stand where a name is expected), sorted.
+quoted(names) := concat(", ", [json.marshal(n) | some n in sort(names)])
+
+names_text(names) := "none" if count(names) == 0 else := quoted(names)
+
+# A rule list covers a value: an empty list covers anything, a non-empty one
+# the values it lists, never "every" (null).
+covered_by(list, _) if list == []
+
+covered_by(list, value) if {
+	value != null
+	value in list
+}
 
 # ---- lists of names: schedulerName, priorityClassName ---------------------
 
@@ -38,143 +61,113 @@ name_violations(m, spec, field, list, unset) := {v |
 	is_string(value)
 	value != ""
 	not field in unset
-	not required_list(m, list) # checked below
+	not required_names(m, list) # checked below
 	not name_allowed(m, field, list, value)
 	v := violation(field, sprintf("%q", [value]), sprintf("not allowed (allowed: %s)", [allowed_names(m, field, list)]))
 } | {v |
-	required := m.required[list]
-	is_array(required)
-	count(required) > 0
-	value := get(spec, field, "")
+	required := required_names(m, list)
+	value := value_at(spec, field, "")
 	not value in required
 	v := violation(field, shown(value), sprintf("required, one of %s", [quoted(required)]))
 }
 
-required_list(m, list) if {
-	is_array(m.required[list])
-	count(m.required[list]) > 0
+required_names(m, list) := names if {
+	names := m.required[list]
+	is_array(names)
+	count(names) > 0
 }
 
-name_allowed(m, field, list, value) := true if {
-	m.allowed[list] == []
-} else := true if {
-	value in m.allowed[list]
-} else := true if {
-	value in m.required[list]
-} else := true if {
-	m["default"][field] == value
-}
+name_allowed(m, _, list, _) if m.allowed[list] == []
+
+name_allowed(m, _, list, value) if value in m.allowed[list]
+
+name_allowed(m, _, list, value) if value in m.required[list]
+
+name_allowed(m, field, _, value) if m["default"][field] == value
 
 allowed_names(m, field, list) := "any" if {
 	m.allowed[list] == []
-} else := text if {
-	names := {n |
-		some n in array.concat(section_list(m, "allowed", list), section_list(m, "required", list))
-	} | {n | n := m["default"][field]}
-	text := names_text(names)
-}
-
-names_text(names) := "none" if count(names) == 0 else := quoted(names)
-
-# Values quoted as JSON (any JSON may stand where a name is expected).
-quoted(names) := concat(", ", [json.marshal(n) | some n in sort(names)])
+} else := names_text({n | some n in list_at(m.allowed, list)} | {n | some n in list_at(m.required, list)} | {n | n := m["default"][field]})
 
 shown(value) := "none" if value == "" else := json.marshal(value)
-
-# object.get on anything: `fallback` unless x is an object (replicated data and
-# admitted objects can hold any JSON where an object is expected).
-get(x, path, fallback) := object.get(x, path, fallback) if is_object(x) else := fallback
-
-# A list in a section of the merged policy ([] when absent or not a list).
-section_list(m, sec, field) := as_array(get(m, [sec, field], []))
-
-as_array(x) := x if is_array(x) else := []
 
 # ---- node selectors --------------------------------------------------------
 
 selector_violations(m, spec) := {v |
-	selector := get(spec, "nodeSelector", {})
+	selector := spec.nodeSelector
 	is_object(selector)
 	some key, value in selector
 	not m.required.nodeSelectors[key] # a required key is checked below
 	not selector_allowed(m, key, value)
 	v := violation("nodeSelector", sprintf("%s=%v", [key, value]), sprintf("not allowed (%s)", [selector_allowance(m, key)]))
 } | {v |
-	required := m.required.nodeSelectors
-	is_object(required)
-	some key, values in required
+	is_object(m.required.nodeSelectors)
+	some key, values in m.required.nodeSelectors
 	not selector_met(spec, key, values)
 	v := violation("nodeSelector", selector_text(spec, key), sprintf("required, %s", [values_text(key, values)]))
+}
+
+selector_allowed(m, _, _) if m.allowed.nodeSelectors == {}
+
+selector_allowed(m, key, value) if any_or_in(m.allowed.nodeSelectors[key], value)
+
+selector_allowed(m, key, value) if any_or_in(m.required.nodeSelectors[key], value)
+
+selector_allowed(m, key, value) if m["default"].nodeSelector[key] == value
+
+selector_met(spec, key, values) if any_or_in(values, spec.nodeSelector[key])
+
+any_or_in(values, _) if values == []
+
+any_or_in(values, value) if {
+	is_array(values)
+	value in values
 }
 
 selector_text(spec, key) := sprintf("%s=%v", [key, spec.nodeSelector[key]]) if {
 	spec.nodeSelector[key]
 } else := sprintf("%s unset", [key])
 
-selector_allowed(m, key, value) := true if {
-	m.allowed.nodeSelectors == {}
-} else := true if {
-	any_or_in(m.allowed.nodeSelectors[key], value)
-} else := true if {
-	any_or_in(m.required.nodeSelectors[key], value)
-} else := true if {
-	m["default"].nodeSelector[key] == value
-}
-
-selector_met(spec, key, values) if {
-	value := spec.nodeSelector[key]
-	any_or_in(values, value)
-}
-
-any_or_in(values, value) := true if {
-	values == []
-} else := true if {
-	is_array(values)
-	value in values
-}
-
 selector_allowance(m, key) := "no node selector key is allowed" if {
-	not selector_key_known(m, key)
 	count(selector_keys(m)) == 0
-}
-
-selector_allowance(m, key) := sprintf("allowed keys: %s", [quoted(selector_keys(m))]) if {
-	not selector_key_known(m, key)
-	count(selector_keys(m)) > 0
-}
-
-selector_allowance(m, key) := sprintf("allowed values of %s: %s", [key, names_text(selector_values(m, key))]) if {
-	selector_key_known(m, key)
+} else := sprintf("allowed keys: %s", [quoted(selector_keys(m))]) if {
+	not key in selector_keys(m)
+} else := sprintf("allowed values of %s: %s", [key, names_text(selector_values(m, key))]) if {
 	not selector_any_value(m, key)
 }
 
-selector_keys(m) := {k | some sec, field in {"allowed": "nodeSelectors", "required": "nodeSelectors", "default": "nodeSelector"}; selectors := m[sec][field]; is_object(selectors); some k, _ in selectors}
-
-selector_key_known(m, key) if key in selector_keys(m)
+selector_keys(m) := {k |
+	some sec, field in {"allowed": "nodeSelectors", "required": "nodeSelectors", "default": "nodeSelector"}
+	is_object(m[sec][field])
+	some k, _ in m[sec][field]
+}
 
 selector_any_value(m, key) if m.allowed.nodeSelectors[key] == []
 
 selector_any_value(m, key) if m.required.nodeSelectors[key] == []
 
-selector_values(m, key) := ({v | v := m.allowed.nodeSelectors[key][_]} | {v | v := m.required.nodeSelectors[key][_]}) | {v | v := m["default"].nodeSelector[key]}
+selector_values(m, key) := {v | some v in m.allowed.nodeSelectors[key]} | {v | some v in m.required.nodeSelectors[key]} | {v | v := m["default"].nodeSelector[key]}
 
-values_text(key, values) := sprintf("%s with any value", [key]) if values == [] else := sprintf("%s one of %s", [key, quoted(as_array(values))])
+values_text(key, values) := sprintf("%s with any value", [key]) if {
+	values == []
+} else := sprintf("%s one of %s", [key, quoted(values)]) if {
+	is_array(values)
+} else := sprintf("%s one of ", [key])
 
 # ---- tolerations -----------------------------------------------------------
 
-tolerations(spec) := ts if {
-	ts := spec.tolerations
-	is_array(ts)
-} else := []
+tolerations(spec) := list_at(spec, ["tolerations"])
 
 toleration_violations(m, spec, exempt) := {v |
 	ts := tolerations(spec)
 	count(ts) > 0
-	rules := array.concat(section_list(m, "allowed", "tolerations"), section_list(m, "required", "tolerations"))
+	exempt_set := {canonical_toleration(e) | some e in exempt} - {{}}
+	defaults := {canonical_toleration(d) | some d in list_at(m["default"], "tolerations")}
+	rules := array.concat(list_at(m.allowed, "tolerations"), list_at(m.required, "tolerations"))
 	some t in ts
 	c := canonical_toleration(t)
-	not exempt_canonical(c, exempt)
-	not toleration_allowed(m, c, rules)
+	not c in exempt_set
+	not toleration_allowed(m, c, rules, defaults)
 	v := violation("toleration", json.marshal(t), "not allowed (no allowed toleration rule covers it)")
 } | {v |
 	required := m.required.tolerations
@@ -194,16 +187,16 @@ exempt_canonical(c, exempt) if {
 	canonical_toleration(e) == c
 }
 
-# (rules: the allowed and required toleration rules of m, listed once per pod.)
-toleration_allowed(m, c, rules) := true if {
-	m.allowed.tolerations == []
-} else := true if {
+# (rules: the allowed and required toleration rules of m; defaults: its
+# default tolerations, in canonical form.)
+toleration_allowed(m, _, _, _) if m.allowed.tolerations == []
+
+toleration_allowed(_, c, rules, _) if {
 	some rule in rules
 	covers(rule, c)
-} else := true if {
-	some d in as_array(m["default"].tolerations)
-	canonical_toleration(d) == c
 }
+
+toleration_allowed(_, c, _, defaults) if c in defaults
 
 required_toleration_met(ts, required) if {
 	some t in ts
@@ -214,7 +207,7 @@ required_toleration_met(ts, required) if {
 
 # A toleration, with what it tolerates made explicit: `key`, `value` and
 # `effect` are null when it tolerates every one (an empty key, operator
-# Exists, an empty effect).
+# Exists, an empty effect). {} for what is not a toleration object.
 canonical_toleration(t) := {
 	"key": tolerated(object.get(t, "key", "")),
 	"operator": operator,
@@ -231,8 +224,7 @@ tolerated(x) := null if x == "" else := x
 tolerated_value(operator, value) := null if operator == "Exists" else := value
 
 # A rule covers a toleration when everything the toleration tolerates is
-# within the rule: a rule list that is empty or absent covers anything; a
-# non-empty one covers the values it lists, never "every" (null).
+# within the rule (an empty or absent list in the rule covers anything).
 covers(rule, c) if {
 	is_object(rule)
 	count(c) > 0
@@ -240,13 +232,6 @@ covers(rule, c) if {
 	covered_by(object.get(rule, "operators", []), c.operator)
 	covered_by(object.get(rule, "values", []), c.value)
 	covered_by(object.get(rule, "effects", []), c.effect)
-}
-
-covered_by(list, value) := true if {
-	list == []
-} else := true if {
-	value != null
-	value in list
 }
 
 # ---- affinities ------------------------------------------------------------
@@ -260,145 +245,137 @@ covered_by(list, value) := true if {
 
 types := {"nodeAffinity": "nodeAffinities", "podAffinity": "podAffinities", "podAntiAffinity": "podAntiAffinities"}
 
-kinds := ["requiredDuringSchedulingIgnoredDuringExecution", "preferredDuringSchedulingIgnoredDuringExecution"]
+required_kind := "requiredDuringSchedulingIgnoredDuringExecution"
+
+preferred_kind := "preferredDuringSchedulingIgnoredDuringExecution"
 
 # The pod's terms of one type and kind: node selector terms (nodeAffinity) or
 # pod affinity terms, with preferred terms unwrapped.
-pod_terms(affinity, t, kind) := get(affinity, [t, kind, "nodeSelectorTerms"], []) if {
-	t == "nodeAffinity"
-	kind == kinds[0]
-} else := [p.preference | p := get(affinity, [t, kind], [])[_]] if {
-	t == "nodeAffinity"
-	kind == kinds[1]
-} else := get(affinity, [t, kind], []) if {
-	kind == kinds[0]
-} else := [p.podAffinityTerm | p := get(affinity, [t, kind], [])[_]] if {
-	kind == kinds[1]
+pod_terms(affinity, "nodeAffinity", kind) := list_at(affinity, ["nodeAffinity", kind, "nodeSelectorTerms"]) if kind == required_kind
+
+pod_terms(affinity, "nodeAffinity", kind) := [p.preference | some p in value_at(affinity, ["nodeAffinity", kind], [])] if kind == preferred_kind
+
+pod_terms(affinity, t, kind) := list_at(affinity, [t, kind]) if {
+	t != "nodeAffinity"
+	kind == required_kind
+}
+
+pod_terms(affinity, t, kind) := [p.podAffinityTerm | some p in value_at(affinity, [t, kind], [])] if {
+	t != "nodeAffinity"
+	kind == preferred_kind
 }
 
 # A node selector term's expressions (matchFields are checked like matchExpressions).
-node_expressions(term) := array.concat(as_array(get(term, "matchExpressions", [])), as_array(get(term, "matchFields", [])))
+node_expressions(term) := array.concat(list_at(term, "matchExpressions"), list_at(term, "matchFields"))
 
 # A pod affinity term's label selector as expressions (matchLabels k: v → k In [v]).
 selector_expressions(term) := array.concat(
-	as_array(get(term, ["labelSelector", "matchExpressions"], [])),
-	[{"key": k, "operator": "In", "values": [v]} | some k; v := get(term, ["labelSelector", "matchLabels"], {})[k]],
+	list_at(term, ["labelSelector", "matchExpressions"]),
+	[{"key": k, "operator": "In", "values": [v]} | some k, v in value_at(term, ["labelSelector", "matchLabels"], {})],
 )
 
 # The rule terms a policy section gives for one type and kind.
-rule_terms(affinities, t, kind) := get(affinities, [types[t], kind, "nodeSelectorTerms"], []) if {
-	t == "nodeAffinity"
-} else := get(affinities, [types[t], kind, "podAffinityTerms"], [])
+rule_terms(affinities, "nodeAffinity", kind) := list_at(affinities, ["nodeAffinities", kind, "nodeSelectorTerms"])
 
-rules_of(terms) := [r | some term in as_array(terms); some r in as_array(get(term, "matchExpressions", []))]
+rule_terms(affinities, t, kind) := list_at(affinities, [types[t], kind, "podAffinityTerms"]) if t != "nodeAffinity"
 
-# (A type the policies allow in any form, {} in allowed, has nothing to
-# check: skipped at once.)
+rules_of(terms) := [r | some term in terms; some r in list_at(term, "matchExpressions")]
+
+# A type the policies allow in any form ({} in allowed) has nothing to check.
 affinity_violations(m, spec) := {v |
-	affinity := get(spec, "affinity", {})
-	is_object(affinity)
-	some t, parts in affinity
+	is_object(spec.affinity)
+	some t, parts in spec.affinity
 	is_object(parts)
 	count(parts) > 0
 	not wildcard_type(m, t)
-	some v in affinity_type_violations(m, affinity, t, parts)
+	some v in affinity_type_violations(m, spec.affinity, t, parts)
 } | required_affinity_violations(m, spec)
 
-wildcard_type(m, t) := true if {
-	m.allowed.affinities == {}
-} else := true if {
-	m.allowed.affinities[types[t]] == {}
-}
+wildcard_type(m, _) if m.allowed.affinities == {}
+
+wildcard_type(m, t) if m.allowed.affinities[types[t]] == {}
 
 affinity_type_violations(m, affinity, t, parts) := {v |
 	some kind, _ in parts
 	some v in affinity_kind_violations(m, affinity, t, kind)
 } if {
 	type_permitted(m, t)
-} else := {violation("affinity", t, sprintf("not allowed (no %s in the policies)", [get(types, t, t)]))}
+} else := {violation("affinity", t, sprintf("not allowed (no %s in the policies)", [object.get(types, t, t)]))}
 
-affinity_kind_violations(m, affinity, t, kind) := {v |
-	t == "nodeAffinity"
-	some term in as_array(pod_terms(affinity, t, kind))
+affinity_kind_violations(m, affinity, t, kind) := kind_violations(m, affinity, t, kind) if {
+	kind_permitted(m, t, kind)
+} else := {violation("affinity", sprintf("%s.%s", [t, kind]), sprintf("not allowed (%s.%s is not in the policies)", [object.get(types, t, t), kind]))}
+
+kind_violations(m, affinity, "nodeAffinity", kind) := {v |
+	some term in pod_terms(affinity, "nodeAffinity", kind)
 	some e in node_expressions(term)
 	not node_expression_allowed(m, kind, e)
-	v := violation("affinity", sprintf("%s.%s match expression %s", [t, kind, json.marshal(e)]), "not allowed (no allowed rule matches it)")
-} | {v |
-	t != "nodeAffinity"
-	some term in as_array(pod_terms(affinity, t, kind))
+	v := violation("affinity", sprintf("nodeAffinity.%s match expression %s", [kind, json.marshal(e)]), "not allowed (no allowed rule matches it)")
+}
+
+kind_violations(m, affinity, t, kind) := {v |
+	some term in pod_terms(affinity, t, kind)
 	not pod_term_allowed(m, t, kind, term)
 	v := violation("affinity", sprintf("%s.%s term %s", [t, kind, json.marshal(term)]), "not allowed (no allowed term rule matches it)")
-} if {
-	kind_permitted(m, t, kind)
-} else := {violation("affinity", sprintf("%s.%s", [t, kind]), sprintf("not allowed (%s.%s is not in the policies)", [get(types, t, t), kind]))}
+} if t != "nodeAffinity"
 
-type_permitted(m, t) := true if {
-	m.allowed.affinities == {}
-} else := true if {
-	is_object(m.allowed.affinities[types[t]])
-} else := true if {
-	is_object(m.required.affinities[types[t]])
-} else := true if {
-	is_object(m["default"].affinity[t])
-}
+node_expression_allowed(m, kind, _) if wildcard_kind(m, "nodeAffinity", kind)
 
-kind_permitted(m, t, kind) := true if {
-	wildcard_kind(m, t, kind)
-} else := true if {
-	is_object(m.allowed.affinities[types[t]][kind])
-} else := true if {
-	is_object(m.required.affinities[types[t]][kind])
-} else := true if {
-	_ = m["default"].affinity[t][kind]
-}
-
-# allowed says "any" for this type and kind: {} at some level.
-wildcard_kind(m, t, kind) := true if {
-	m.allowed.affinities == {}
-} else := true if {
-	m.allowed.affinities[types[t]] == {}
-} else := true if {
-	m.allowed.affinities[types[t]][kind] == {}
-}
-
-node_expression_allowed(m, kind, e) := true if {
-	wildcard_kind(m, "nodeAffinity", kind)
-} else := true if {
-	some r in rules_of(rule_terms(m.allowed.affinities, "nodeAffinity", kind))
+node_expression_allowed(m, kind, e) if {
+	some sec in ["allowed", "required"]
+	some r in rules_of(rule_terms(m[sec].affinities, "nodeAffinity", kind))
 	expression_matches(e, r)
-} else := true if {
-	some r in rules_of(rule_terms(m.required.affinities, "nodeAffinity", kind))
-	expression_matches(e, r)
-} else := true if {
-	some term in as_array(pod_terms(m["default"].affinity, "nodeAffinity", kind))
+}
+
+node_expression_allowed(m, kind, e) if {
+	some term in pod_terms(m["default"].affinity, "nodeAffinity", kind)
 	e in node_expressions(term)
 }
 
-pod_term_allowed(m, t, kind, term) := true if {
-	wildcard_kind(m, t, kind)
-} else := true if {
-	some rt in array.concat(
-		as_array(rule_terms(get(m, ["allowed", "affinities"], {}), t, kind)),
-		as_array(rule_terms(get(m, ["required", "affinities"], {}), t, kind)),
-	)
+pod_term_allowed(m, t, kind, _) if wildcard_kind(m, t, kind)
+
+pod_term_allowed(m, t, kind, term) if {
+	some sec in ["allowed", "required"]
+	some rt in rule_terms(value_at(m[sec], "affinities", {}), t, kind)
 	pod_term_within(term, rt)
-} else := true if {
-	term in as_array(pod_terms(m["default"].affinity, t, kind))
 }
+
+pod_term_allowed(m, t, kind, term) if term in pod_terms(m["default"].affinity, t, kind)
+
+type_permitted(m, t) if wildcard_type(m, t)
+
+type_permitted(m, t) if is_object(m.allowed.affinities[types[t]])
+
+type_permitted(m, t) if is_object(m.required.affinities[types[t]])
+
+type_permitted(m, t) if is_object(m["default"].affinity[t])
+
+kind_permitted(m, t, kind) if wildcard_kind(m, t, kind)
+
+kind_permitted(m, t, kind) if is_object(m.allowed.affinities[types[t]][kind])
+
+kind_permitted(m, t, kind) if is_object(m.required.affinities[types[t]][kind])
+
+kind_permitted(m, t, kind) if _ = m["default"].affinity[t][kind]
+
+# allowed says "any" for this type and kind: {} at some level.
+wildcard_kind(m, t, _) if wildcard_type(m, t)
+
+wildcard_kind(m, t, kind) if m.allowed.affinities[types[t]][kind] == {}
 
 # Every expression of the pod term's selector matches a rule of the rule term,
 # and its topology key is listed (or the rule term lists none).
 pod_term_within(term, rt) if {
-	covered_by(get(rt, "topologyKeys", []), get(term, "topologyKey", ""))
-	rules := as_array(get(rt, "matchExpressions", []))
+	covered_by(value_at(rt, "topologyKeys", []), value_at(term, "topologyKey", ""))
+	rules := list_at(rt, "matchExpressions")
 	every e in selector_expressions(term) {
 		rule_list_matches(rules, e)
 	}
 }
 
-rule_list_matches(rules, e) := true if {
-	rules == []
-} else := true if {
+rule_list_matches(rules, _) if rules == []
+
+rule_list_matches(rules, e) if {
 	some r in rules
 	expression_matches(e, r)
 }
@@ -412,7 +389,7 @@ expression_matches(e, r) if {
 	covered_by(object.get(r, "keys", []), object.get(e, "key", ""))
 	covered_by(object.get(r, "operators", []), object.get(e, "operator", ""))
 	values := object.get(r, "values", [])
-	every value in as_array(object.get(e, "values", [])) {
+	every value in list_at(e, "values") {
 		covered_by(values, value)
 	}
 }
@@ -425,12 +402,11 @@ expression_matches(e, r) if {
 required_affinity_violations(m, spec) := {v |
 	affinities := m.required.affinities
 	is_object(affinities)
-	affinity := get(spec, "affinity", {})
+	affinity := value_at(spec, "affinity", {})
 	some t, pt in types
-	some kind
-	_ = get(affinities, pt, {})[kind]
-	required_terms := as_array(rule_terms(affinities, t, kind))
-	terms := as_array(pod_terms(affinity, t, kind))
+	some kind, _ in value_at(affinities, pt, {})
+	required_terms := rule_terms(affinities, t, kind)
+	terms := pod_terms(affinity, t, kind)
 	not all_terms_imply(t, terms, required_terms)
 	v := violation("affinity", sprintf("%s.%s", [t, kind]), sprintf("required, every term implying one of %s; got %s", [json.marshal(required_terms), terms_text(terms)]))
 }
@@ -445,15 +421,16 @@ all_terms_imply(t, terms, required_terms) if {
 	}
 }
 
-term_implies(t, term, rt) := true if {
-	t == "nodeAffinity"
+term_implies("nodeAffinity", term, rt) if {
 	every r in rules_of([rt]) {
 		some e in node_expressions(term)
 		expression_matches(e, r)
 	}
-} else := true if {
+}
+
+term_implies(t, term, rt) if {
 	t != "nodeAffinity"
-	covered_by(get(rt, "topologyKeys", []), get(term, "topologyKey", ""))
+	covered_by(value_at(rt, "topologyKeys", []), value_at(term, "topologyKey", ""))
 	every r in rules_of([rt]) {
 		some e in selector_expressions(term)
 		expression_matches(e, r)

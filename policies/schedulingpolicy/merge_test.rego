@@ -158,3 +158,21 @@ test_normalize_tolerates_garbage if {
 	m.allowed == {"schedulerNames": "y"}
 	m["default"] == {"tolerations": "z", "affinity": 3}
 }
+
+# What is of the wrong type in allowed counts for nothing in the union:
+# absent, never "any" ([] / {}), as for a single policy.
+test_smart_union_reads_wrongly_typed_parts_as_absent if {
+	bad := merge.normalize({"allowed": {
+		"schedulerNames": "x",
+		"nodeSelectors": {"disk": "ssd"},
+		"affinities": {"nodeAffinities": {merge.required_kind: "x"}, "podAffinities": "x"},
+	}})
+	other := merge.normalize({"allowed": {"priorityClassNames": ["p"], "nodeSelectors": {"zone": 1}}})
+	m := merge.merged([bad, other], "smart")
+	m.allowed == {"priorityClassNames": ["p"]}
+
+	# beside a well-typed part the union holds that part only
+	good := merge.normalize({"allowed": {"schedulerNames": ["s"], "nodeSelectors": {"disk": ["hdd"]}}})
+	m2 := merge.merged([bad, good], "smart")
+	m2.allowed == {"schedulerNames": ["s"], "nodeSelectors": {"disk": ["hdd"]}}
+}

@@ -4,18 +4,13 @@
 # DaemonSet, Job or CronJob (data.io.k8s.federation.podspec):
 #
 # 1. the policies the pod's service account may `use` (rbac.rego) among the
-#    replicated SchedulingPolicies, in alphabetical order of name, less any
-#    the validation refuses (validate.rego);
+#    replicated SchedulingPolicies, in alphabetical order of name;
 # 2. merged with the configured option (merge.rego);
 # 3. default values injected for the components the pod leaves unset
 #    (`patch`, RFC 6902 operations at the pod spec's path for the kind);
 # 4. the pod spec with those defaults checked (match.rego): each violation is
 #    an error naming the component, the offending value and the policies
-#    considered.
-#
-# Off until SchedulingPolicies are replicated (data.kubernetes.schedulingpolicies
-# exists): policies/ ships every pack in the base ConfigMaps, and deny-all-except
-# without any policy would refuse every pod that names a scheduler.
+#    considered (and the usable ones the validation refuses).
 #
 # What the API server fills in itself counts as not set: the pod spec arrives
 # defaulted (schedulerName default-scheduler; on a Pod, the global default
@@ -24,6 +19,10 @@
 # priorityClassName naming a replicated PriorityClass with globalDefault are
 # neither checked against what is allowed nor kept over a policy's default;
 # the exempt tolerations are not checked, and defaults go beside them.
+#
+# Off until SchedulingPolicies are replicated (data.kubernetes.schedulingpolicies
+# exists): policies/ ships every pack in the base ConfigMaps, and deny-all-except
+# without any policy would refuse every pod that names a scheduler.
 #
 # Settings (optional module, package io.k8s.federation.schedulingpolicy.settings,
 # shipped as its own ConfigMap by deploy/components/schedulingpolicy):
@@ -45,9 +44,9 @@ prefix := "SchedulingPolicy"
 
 # ---- settings --------------------------------------------------------------
 
-merge_option := v if {
-	v := data.io.k8s.federation.schedulingpolicy.settings.merge
-} else := "smart"
+default merge_option := "smart"
+
+merge_option := data.io.k8s.federation.schedulingpolicy.settings.merge
 
 default_exempt_tolerations := [{
 	"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300,
@@ -98,54 +97,17 @@ namespace := rbac.namespace
 
 service_account := rbac.service_account
 
-granted := rbac.granted
-
 # Granted policies that exist, in alphabetical order.
-usable := sort([name | is_object(policies); some name, _ in policies]) if "*" in granted
+usable := sort([name | some name, _ in policies]) if "*" in rbac.granted
 
-usable := sort([name | some name in granted; policies[name]]) if not "*" in granted
+usable := sort([name | some name in rbac.granted; policies[name]]) if not "*" in rbac.granted
 
 # Policies are validated at their own admission (validate.rego) and by the
 # CRD schema, not here on every request: the merge and the checks read a
-# wrongly typed component as absent. A denial names usable policies the
-# validation refuses (computed only then).
-merged := merge.merged([merge.normalize(match.get(policies[name], "spec", {})) | some name in usable], merge_option)
+# wrongly typed component as absent.
+merged := merge.merged([merge.normalize(object.get(policies[name], "spec", {})) | some name in usable], merge_option)
 
 # ---- defaults ------------------------------------------------------------------
-
-# The default of each component the pod leaves unset: {field: value}.
-# (Written out per kind of component rather than through a function per
-# field: regorus pays for every call and every definition tried.)
-defaults := object.union(object.union(
-	{field: value |
-		d := merged["default"]
-		set := specified_fields
-		some field in ["schedulerName", "priorityClassName"]
-		not field in set
-		value := d[field]
-		nonempty_string(value)
-		value != object.get(spec, field, "") # already there (the API server's default)
-	},
-	{field: value |
-		d := merged["default"]
-		set := specified_fields
-		some field in ["nodeSelector", "affinity"]
-		not field in set
-		value := d[field]
-		nonempty_object(value)
-	},
-), {"tolerations": tolerations_with_defaults | tolerations_with_defaults})
-
-# Tolerations the API server added itself (exempt) do not count as set: the
-# defaults are appended to them.
-tolerations_with_defaults := array.concat(match.tolerations(spec), value) if {
-	value := merged["default"].tolerations
-	is_array(value)
-	count(value) > 0
-	every t in match.tolerations(spec) {
-		match.exempt_toleration(t, exempt_tolerations)
-	}
-}
 
 # The components the pod spec sets: a non-empty string or object, other than
 # what the API server fills in itself.
@@ -159,14 +121,33 @@ specified_fields := ({field |
 	count(x) > 0
 }) - kubernetes_defaulted
 
-nonempty_string(x) if {
-	is_string(x)
-	x != ""
+# The default of each component the pod leaves unset: {field: value}.
+defaults[field] := value if {
+	some field in ["schedulerName", "priorityClassName"]
+	not field in specified_fields
+	value := merged["default"][field]
+	is_string(value)
+	value != ""
+	value != object.get(spec, field, "") # already there (the API server's default)
 }
 
-nonempty_object(x) if {
-	is_object(x)
-	count(x) > 0
+defaults[field] := value if {
+	some field in ["nodeSelector", "affinity"]
+	not field in specified_fields
+	value := merged["default"][field]
+	is_object(value)
+	count(value) > 0
+}
+
+# Tolerations the API server added itself (exempt) do not count as set: the
+# defaults are appended to them.
+defaults.tolerations := array.concat(match.tolerations(spec), value) if {
+	value := merged["default"].tolerations
+	is_array(value)
+	count(value) > 0
+	every t in match.tolerations(spec) {
+		match.exempt_toleration(t, exempt_tolerations)
+	}
 }
 
 # The pod spec as it will be admitted.
@@ -218,18 +199,15 @@ errors contains msg if {
 	)
 }
 
-# What every denial says about the policies behind it.
+# What every denial says about the policies behind it (usable policies the
+# validation refuses are named: computed only for a denial).
 considered := sprintf("policies considered for service account %s/%s: %s (merge: %s)%s", [
 	namespace, service_account, names_or_none(usable), merge_option, invalid_text,
 ])
 
-names_or_none(names) := "none" if count(names) == 0
+names_or_none(names) := "none" if count(names) == 0 else := concat(", ", names)
 
-names_or_none(names) := concat(", ", names) if count(names) > 0
-
-invalid_text := "" if count(invalid) == 0
-
-invalid_text := sprintf("; invalid, fix them: %s", [concat(", ", invalid)]) if count(invalid) > 0
+invalid_text := "" if count(invalid) == 0 else := sprintf("; invalid, fix them: %s", [concat(", ", invalid)])
 
 invalid := [name |
 	some name in usable

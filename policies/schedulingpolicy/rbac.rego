@@ -27,38 +27,9 @@ resource := "schedulingpolicies"
 collections := ["clusterrolebindings", "clusterroles", "rolebindings", "roles"]
 
 # Those opa-kube-sync does not replicate (the decision cannot be made without them).
-# (No `not f(x)` here: with x undefined it fails under OPA and holds under
-# regorus.)
-missing := {plural | some plural in collections} - {plural |
-	some plural in collections
-	is_object(replicated.collection(plural))
-}
+missing := {plural | some plural in collections; not replicated_collection(plural)}
 
-# The names a role's rules grant `use` of ("*": all of them).
-grants(role) := {name |
-	rule := role.rules[_]
-	some name in rule_grants(rule)
-}
-
-rule_grants(rule) := names if {
-	listed(rule, "verbs", "use")
-	listed(rule, "apiGroups", api_group)
-	listed(rule, "resources", resource)
-	names := resource_names(rule)
-}
-
-listed(rule, field, want) if want in rule[field]
-
-listed(rule, field, _) if "*" in rule[field]
-
-resource_names(rule) := {n | some n in rule.resourceNames; is_string(n)} if {
-	nonempty_array(rule.resourceNames)
-} else := {"*"}
-
-nonempty_array(x) if {
-	is_array(x)
-	count(x) > 0
-}
+replicated_collection(plural) if is_object(replicated.collection(plural))
 
 # ---- the pod's service account ---------------------------------------------
 
@@ -69,21 +40,23 @@ namespace := ns if {
 
 service_account := sa if {
 	sa := podspec.spec.serviceAccountName
-	is_string(sa)
-	sa != ""
+	nonempty_string(sa)
 } else := sa if {
 	# the deprecated alias, still accepted by the API server
 	sa := podspec.spec.serviceAccount
-	is_string(sa)
-	sa != ""
+	nonempty_string(sa)
 } else := "default"
+
+nonempty_string(x) if {
+	is_string(x)
+	x != ""
+}
 
 username := sprintf("system:serviceaccount:%s:%s", [namespace, service_account])
 
 groups := {"system:serviceaccounts", sprintf("system:serviceaccounts:%s", [namespace]), "system:authenticated"}
 
-# Every name a subject standing for the service account can have (a cheap
-# first filter; subject_is then checks the kind).
+# Every name a subject standing for the service account can have.
 subject_names := groups | {username, service_account}
 
 subject_is(s) if {
@@ -103,37 +76,34 @@ subject_is(s) if {
 }
 
 # ---- bindings and grants ------------------------------------------------------
-#
-# Evaluated on every admission over every replicated binding, so written for
-# speed: regorus (the devstack engine) pays about a microsecond per iteration
-# step and far more per call of a user function. A binding is kept by a
-# subject's name (one set lookup) before any function runs; role rules are
-# read only for the few bindings left, so the cost does not grow with the
-# number of roles.
 
-cluster_roles := replicated.collection("clusterroles")
-
-# ClusterRoleBindings to the service account.
+# ClusterRoleBindings, and RoleBindings of the pod's namespace, to the service
+# account. Every ClusterRoleBinding is read on every decision, so the rules
+# read the replicated data where it is: a real OPA server converts stored data
+# as it is read (a binding's subjects when they are), but all of it when it is
+# passed to a function. A binding is first kept by a subject's name, then its
+# subjects are checked.
 cluster_bindings contains binding if {
 	names := subject_names
 	bindings := replicated.collection("clusterrolebindings")
 	some name
 	names[bindings[name].subjects[_].name]
 	binding := bindings[name]
-	s := binding.subjects[_]
+	some s in binding.subjects
 	subject_is(s)
 }
 
-# RoleBindings of the pod's namespace to the service account.
 namespace_bindings contains binding if {
 	names := subject_names
 	bindings := replicated.collection("rolebindings")[namespace]
 	some name
 	names[bindings[name].subjects[_].name]
 	binding := bindings[name]
-	s := binding.subjects[_]
+	some s in binding.subjects
 	subject_is(s)
 }
+
+cluster_roles := replicated.collection("clusterroles")
 
 # Policy names ("*" for all) granted to the service account.
 granted contains name if {
@@ -149,8 +119,22 @@ granted contains name if {
 
 referenced_role(ref) := cluster_roles[ref.name] if ref.kind == "ClusterRole"
 
-referenced_role(ref) := role if {
-	ref.kind == "Role"
-	role := replicated.collection("roles")[namespace][ref.name]
+referenced_role(ref) := replicated.collection("roles")[namespace][ref.name] if ref.kind == "Role"
+
+# The names a role's rules grant `use` of ("*": all of them).
+grants(role) := {name |
+	some rule in role.rules
+	listed(rule.verbs, "use")
+	listed(rule.apiGroups, api_group)
+	listed(rule.resources, resource)
+	some name in resource_names(rule)
 }
 
+listed(list, want) if want in list
+
+listed(list, _) if "*" in list
+
+resource_names(rule) := {n | some n in rule.resourceNames; is_string(n)} if {
+	is_array(rule.resourceNames)
+	count(rule.resourceNames) > 0
+} else := {"*"}
