@@ -15,24 +15,17 @@ source_key := "fedplace.io/replica-set-preferences-source"
 # The cluster label that carries a cluster's PCI compliance level.
 pci_label := "pci-compliance-level"
 
-# A whole number written in at most 15 decimal digits ("0", "02", "12"): cheap
-# enough to run per cluster, exact in every evaluator's number type, and safe —
-# number() is only called on such strings, so no builtin can fail (a failing
-# builtin is undefined in OPA but an error in regorus, and either would
-# silently change the decision).
+# A whole number written in at most 15 decimal digits ("0", "02", "12"): exact
+# as a Rego number, and safe to convert — number() is only called on such
+# strings, so to_number cannot fail (a failing builtin makes the rule undefined
+# on an OPA server, silently changing the decision).
 whole_number(s) if {
 	is_string(s)
 	regex.match(`^[0-9]{1,15}$`, s)
 }
 
-# The value of a whole_number string; leading zeros are dropped first
-# (regorus' to_number refuses "007").
-number(s) := 0 if trim_left(s, "0") == ""
-
-number(s) := to_number(digits) if {
-	digits := trim_left(s, "0")
-	digits != ""
-}
+# The value of a whole_number string.
+number(s) := to_number(s)
 
 requested := object.get(input, ["metadata", "annotations"], {})
 
@@ -87,15 +80,15 @@ annotation_errors contains msg if {
 }
 
 annotation_errors contains msg if {
-	some value in [object.get(developer_preferences, "clusters", {})]
+	value := object.get(developer_preferences, "clusters", {})
 	not is_object(value)
 	msg := sprintf("annotation %s: clusters must be an object of cluster name to preferences, got %s", [preferences_key, type_name(value)])
 }
 
 clusters := data.kubernetes.clusters
 
-# Eligibility is checked inline (one pass over the clusters per rule): the
-# remediation library evaluates this policy once per replicated object.
+# One pass over the clusters: the remediation library evaluates this policy
+# once per replicated object.
 eligible_clusters contains name if {
 	not eu_required
 	some name, cluster in clusters
@@ -141,7 +134,7 @@ preferences_source := "developer" if count(developer_clusters) > 0
 else := "policy"
 
 developer_clusters contains name if {
-	some value in [object.get(developer_preferences, "clusters", {})]
+	value := object.get(developer_preferences, "clusters", {})
 	is_object(value)
 	some name, _ in value
 }
@@ -158,6 +151,6 @@ preferences := object.union(developer_preferences, {"clusters": clusters}) if {
 
 requirements_text := sprintf("EU jurisdiction required: %v, PCI compliance level >= %d", [eu_required_bool, required_pci])
 
-eu_required_bool := true if eu_required
+eu_required_bool if eu_required
 
 else := false

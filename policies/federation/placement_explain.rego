@@ -24,14 +24,17 @@
 # check of the name label and one per developer requirement.
 #
 # Only evaluated when asked: the admission package and the remediation library
-# never read it. Rules of the placement helpers are named by their full path,
-# not imported: several packs add modules to this package, and the devstack
-# engine resolves a package's imports from one of its modules only.
+# never read it. It calls lib.rego's functions but only reads selector.rego's
+# rules: opa-kube-sync loads a ConfigMap's keys in name order and OPA compiles
+# each module against those already loaded (a call to a function not loaded
+# yet fails to compile; a rule not loaded yet is merely undefined until it is).
 package io.k8s.federation.explain
 
+import data.io.k8s.federation.placement
+
 packs["placement"] := doc if {
-	data.io.k8s.federation.placement.applies
-	not data.io.k8s.federation.placement.constrained
+	placement.applies
+	not placement.constrained
 	doc := {
 		"applies": true,
 		"summary": "no placement constraint annotations: the policy leaves replica-set-preferences alone (any cluster)",
@@ -41,7 +44,7 @@ packs["placement"] := doc if {
 }
 
 packs["placement"] := doc if {
-	data.io.k8s.federation.placement.constrained
+	placement.constrained
 	doc := {
 		"applies": true,
 		"summary": placement_summary,
@@ -51,8 +54,8 @@ packs["placement"] := doc if {
 }
 
 packs["placement"] := doc if {
-	not data.io.k8s.federation.placement.applies
-	not data.io.k8s.federation.placement.selector_kind
+	not placement.applies
+	not placement.selector_kind
 	doc := {
 		"applies": false,
 		"summary": placement_not_applying_summary,
@@ -61,18 +64,18 @@ packs["placement"] := doc if {
 
 # Kinds placed through the cluster selector (selector.rego).
 packs["placement"] := doc if {
-	data.io.k8s.federation.placement.selector_kind
-	not data.io.k8s.federation.placement.selector_constrained
+	placement.selector_kind
+	not placement.selector_constrained
 	doc := {
 		"applies": true,
-		"summary": sprintf("no placement constraint annotations: the policy leaves %s alone (any cluster)", [data.io.k8s.federation.placement.selector_key]),
+		"summary": sprintf("no placement constraint annotations: the policy leaves %s alone (any cluster)", [placement.selector_key]),
 		"requirements": [],
 		"clusters": {},
 	}
 }
 
 packs["placement"] := doc if {
-	data.io.k8s.federation.placement.selector_constrained
+	placement.selector_constrained
 	doc := {
 		"applies": true,
 		"summary": selector_summary,
@@ -83,12 +86,12 @@ packs["placement"] := doc if {
 
 placement_not_applying_summary := sprintf("the placement policy constrains ReplicaSets only (%s) through replica-set-preferences, and the kinds %s through the cluster selector (setting selector_kinds)", [
 	placement_kind,
-	concat(", ", sort([k | some k in data.io.k8s.federation.placement.selector_kinds_collection])),
+	concat(", ", sort([k | some k in placement.selector_kinds_collection])),
 ]) if {
-	count(data.io.k8s.federation.placement.settings_errors) == 0
+	count(placement.settings_errors) == 0
 } else := sprintf("the placement policy constrains ReplicaSets only (%s): its settings are malformed, so no other kind is placed: %s", [
 	placement_kind,
-	concat("; ", sort(data.io.k8s.federation.placement.settings_errors)),
+	concat("; ", sort(placement.settings_errors)),
 ])
 
 placement_kind := sprintf("this is a %s", [k]) if {
@@ -107,40 +110,44 @@ placement_eu_requirement := {
 	"name": "eu-jurisdiction",
 	"label": "region",
 	"required": "EU",
-	"source": placement_source(data.io.k8s.federation.placement.eu_key),
-} if data.io.k8s.federation.placement.eu_required
+	"source": placement_source(placement.eu_key),
+} if {
+	placement.eu_required
+}
 
 placement_pci_requirement := {
 	"name": "pci-compliance-level",
 	"label": "PCI",
-	"required": sprintf(">= %d", [data.io.k8s.federation.placement.required_pci]),
-	"source": placement_source(data.io.k8s.federation.placement.pci_key),
-} if data.io.k8s.federation.placement.pci_required
+	"required": sprintf(">= %d", [placement.required_pci]),
+	"source": placement_source(placement.pci_key),
+} if {
+	placement.pci_required
+}
 
-placement_source(key) := sprintf("annotation %s: %s", [key, json.marshal(data.io.k8s.federation.placement.requested[key])])
+placement_source(key) := sprintf("annotation %s: %s", [key, json.marshal(placement.requested[key])])
 
 # -- per cluster ------------------------------------------------------------------
 
 # The clusters the decision's replica-set-preferences lists (none when the
 # decision denies: no eligible cluster, or the developer names a forbidden one).
 placement_selected contains name if {
-	count(data.io.k8s.federation.placement.eligible_clusters) > 0
-	count(data.io.k8s.federation.placement.developer_clusters - data.io.k8s.federation.placement.eligible_clusters) == 0
-	chosen := object.get(data.io.k8s.federation.placement.preferences, "clusters", {})
+	count(placement.eligible_clusters) > 0
+	count(placement.developer_clusters - placement.eligible_clusters) == 0
+	chosen := object.get(placement.preferences, "clusters", {})
 	is_object(chosen)
 	some name, _ in chosen
-	name in data.io.k8s.federation.placement.eligible_clusters
+	name in placement.eligible_clusters
 }
 
 placement_clusters := {name: entry |
-	known := data.io.k8s.federation.placement.clusters
+	known := placement.clusters
 	is_object(known)
 	some name, cluster in known
 	is_object(cluster)
 	checks := array.concat(placement_eu_checks(cluster), placement_pci_checks(cluster))
 	entry := object.union(
 		{
-			"eligible": placement_member(name, data.io.k8s.federation.placement.eligible_clusters),
+			"eligible": placement_member(name, placement.eligible_clusters),
 			"selected": placement_member(name, placement_selected),
 			"checks": checks,
 		},
@@ -148,17 +155,17 @@ placement_clusters := {name: entry |
 	)
 }
 
-placement_member(x, s) := true if x in s
+placement_member(x, s) if x in s
 
 else := false
 
 # When the developer set replica-set-preferences: whether they name this cluster.
-placement_requested(name) := {"requested": placement_member(name, data.io.k8s.federation.placement.developer_clusters)} if {
-	count(data.io.k8s.federation.placement.developer_clusters) > 0
+placement_requested(name) := {"requested": placement_member(name, placement.developer_clusters)} if {
+	count(placement.developer_clusters) > 0
 } else := {}
 
 placement_eu_checks(cluster) := [check] if {
-	data.io.k8s.federation.placement.eu_required
+	placement.eu_required
 	region := object.get(cluster, ["status", "region"], "")
 	check := {
 		"requirement": "eu-jurisdiction",
@@ -169,45 +176,45 @@ placement_eu_checks(cluster) := [check] if {
 	}
 } else := []
 
-placement_in_eu(region) := true if {
+placement_in_eu(region) if {
 	is_string(region)
-	regex.match(data.io.k8s.federation.placement.eu_region_pattern, lower(region))
+	regex.match(placement.eu_region_pattern, lower(region))
 } else := false
 
 placement_pci_checks(cluster) := [object.union(check, placement_pci_note(label))] if {
-	data.io.k8s.federation.placement.pci_required
-	label := object.get(cluster, ["metadata", "labels", data.io.k8s.federation.placement.pci_label], "0")
+	placement.pci_required
+	label := object.get(cluster, ["metadata", "labels", placement.pci_label], "0")
 	check := {
 		"requirement": "pci-compliance-level",
 		"label": "PCI",
 		"value": label,
-		"required": sprintf(">= %d", [data.io.k8s.federation.placement.required_pci]),
+		"required": sprintf(">= %d", [placement.required_pci]),
 		"ok": placement_pci_ok(label),
 	}
 } else := []
 
-placement_pci_ok(label) := true if data.io.k8s.federation.placement.pci_ok(label)
+placement_pci_ok(label) if placement.pci_ok(label)
 
 else := false
 
-placement_pci_note(label) := {} if data.io.k8s.federation.placement.whole_number(label)
+placement_pci_note(label) := {} if placement.whole_number(label)
 
 else := {"note": "not a whole number: counts as level 0"}
 
 # -- summary ------------------------------------------------------------------------
 
 placement_summary := sprintf("%s: %d of %d clusters eligible%s", [
-	data.io.k8s.federation.placement.requirements_text,
-	count(data.io.k8s.federation.placement.eligible_clusters),
+	placement.requirements_text,
+	count(placement.eligible_clusters),
 	count(placement_clusters),
 	placement_developer_summary,
 ])
 
 placement_developer_summary := sprintf("; the developer's replica-set-preferences names %d, %d of them forbidden", [
-	count(data.io.k8s.federation.placement.developer_clusters),
-	count(data.io.k8s.federation.placement.developer_clusters - data.io.k8s.federation.placement.eligible_clusters),
+	count(placement.developer_clusters),
+	count(placement.developer_clusters - placement.eligible_clusters),
 ]) if {
-	count(data.io.k8s.federation.placement.developer_clusters) > 0
+	count(placement.developer_clusters) > 0
 } else := ""
 
 # -- the cluster selector (other kinds) -------------------------------------------------
@@ -216,7 +223,7 @@ placement_developer_summary := sprintf("; the developer's replica-set-preference
 selector_requirements := array.concat(
 	[{
 		"name": "cluster-name-label",
-		"label": data.io.k8s.federation.placement.cluster_name_label,
+		"label": placement.cluster_name_label,
 		"required": "= the cluster's name",
 		"source": "the cluster selector matches labels only; setting cluster_name_label, default fedplace.io/cluster-name",
 	}],
@@ -226,19 +233,19 @@ selector_requirements := array.concat(
 selector_developer_requirement := {
 	"name": "cluster-selector",
 	"label": "cluster selector",
-	"required": concat(", ", data.io.k8s.federation.placement.developer_selector_texts),
-	"source": placement_source(data.io.k8s.federation.placement.selector_key),
+	"required": concat(", ", placement.developer_selector_texts),
+	"source": placement_source(placement.selector_key),
 } if {
-	count(data.io.k8s.federation.placement.developer_selector) > 0
+	count(placement.developer_selector) > 0
 }
 
 # The clusters the decision's selector admits (none when it denies).
-selector_selected := data.io.k8s.federation.placement.selector_allowed & data.io.k8s.federation.placement.developer_requirements_admit if {
-	data.io.k8s.federation.placement.selector_placeable
+selector_selected := placement.selector_allowed & placement.developer_requirements_admit if {
+	placement.selector_placeable
 } else := set()
 
 selector_clusters := {name: entry |
-	known := data.io.k8s.federation.placement.clusters
+	known := placement.clusters
 	is_object(known)
 	some name, cluster in known
 	is_object(cluster)
@@ -249,7 +256,7 @@ selector_clusters := {name: entry |
 	)
 	entry := object.union(
 		{
-			"eligible": placement_member(name, data.io.k8s.federation.placement.selector_eligible),
+			"eligible": placement_member(name, placement.selector_eligible),
 			"selected": placement_member(name, selector_selected),
 			"checks": checks,
 		},
@@ -257,30 +264,30 @@ selector_clusters := {name: entry |
 	)
 }
 
-selector_requested(name) := {"requested": placement_member(name, data.io.k8s.federation.placement.developer_selector_admits)} if {
-	count(data.io.k8s.federation.placement.developer_selector) > 0
+selector_requested(name) := {"requested": placement_member(name, placement.developer_selector_admits)} if {
+	count(placement.developer_selector) > 0
 } else := {}
 
 selector_name_check(name, labels) := {
 	"requirement": "cluster-name-label",
-	"label": data.io.k8s.federation.placement.cluster_name_label,
-	"value": labels[data.io.k8s.federation.placement.cluster_name_label],
+	"label": placement.cluster_name_label,
+	"value": labels[placement.cluster_name_label],
 	"required": name,
 	"ok": true,
 } if {
-	labels[data.io.k8s.federation.placement.cluster_name_label] == name
+	labels[placement.cluster_name_label] == name
 } else := {
 	"requirement": "cluster-name-label",
-	"label": data.io.k8s.federation.placement.cluster_name_label,
-	"value": labels[data.io.k8s.federation.placement.cluster_name_label],
+	"label": placement.cluster_name_label,
+	"value": labels[placement.cluster_name_label],
 	"required": name,
 	"ok": false,
 	"note": "names another cluster: the policy cannot select this one",
 } if {
-	is_string(labels[data.io.k8s.federation.placement.cluster_name_label])
+	is_string(labels[placement.cluster_name_label])
 } else := {
 	"requirement": "cluster-name-label",
-	"label": data.io.k8s.federation.placement.cluster_name_label,
+	"label": placement.cluster_name_label,
 	"value": "",
 	"required": name,
 	"ok": false,
@@ -293,14 +300,14 @@ selector_labels(cluster) := l if {
 } else := {}
 
 selector_developer_checks(name, labels) := [c |
-	some i, r in data.io.k8s.federation.placement.developer_selector
+	some i, r in placement.developer_selector
 	c := object.union(
 		{
 			"requirement": "cluster-selector",
 			"label": r.key,
 			"value": object.get(labels, r.key, ""),
-			"required": trim_space(trim_prefix(data.io.k8s.federation.placement.developer_selector_texts[i], r.key)),
-			"ok": data.io.k8s.federation.placement.developer_selector_matches[name][i],
+			"required": trim_space(trim_prefix(placement.developer_selector_texts[i], r.key)),
+			"ok": placement.developer_selector_matches[name][i],
 		},
 		selector_absent_note(r, labels),
 	)
@@ -311,15 +318,13 @@ selector_absent_note(r, labels) := {} if {
 } else := {"note": "label absent"}
 
 selector_summary := sprintf("%s: %d of %d clusters eligible (selectable through label %s)%s", [
-	data.io.k8s.federation.placement.requirements_text,
-	count(data.io.k8s.federation.placement.selector_eligible),
+	placement.requirements_text,
+	count(placement.selector_eligible),
 	count(selector_clusters),
-	data.io.k8s.federation.placement.cluster_name_label,
+	placement.cluster_name_label,
 	selector_developer_summary,
 ])
 
-selector_developer_summary := sprintf("; the developer's cluster selector admits %d of them", [
-	count(data.io.k8s.federation.placement.selector_admitted),
-]) if {
-	count(data.io.k8s.federation.placement.developer_selector) > 0
+selector_developer_summary := sprintf("; the developer's cluster selector admits %d of them", [count(placement.selector_admitted)]) if {
+	count(placement.developer_selector) > 0
 } else := ""

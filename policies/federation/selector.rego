@@ -23,7 +23,8 @@
 # not ReplicaSet, naming the setting: never a silent default.
 #
 # This file's name sorts after lib.rego on purpose: opa-kube-sync loads a
-# ConfigMap's keys in order, and this module calls lib.rego's functions.
+# ConfigMap's keys in order, OPA compiles each module against those already
+# loaded, and this module calls lib.rego's functions.
 package io.k8s.federation.placement
 
 selector_key := "federation.alpha.kubernetes.io/cluster-selector"
@@ -36,37 +37,26 @@ selector_source_key := "fedplace.io/cluster-selector-source"
 selector_operators := {"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"}
 
 # Label keys and values as Kubernetes validates them (a qualified name; a value
-# of at most 63 characters, alphanumeric at both ends). Constants a function
-# reads are defined above that function: the devstack engine (regorus) takes a
-# rule defined further down as undefined when the function is called from
-# another package (the decision), which OPA does not.
+# of at most 63 characters, alphanumeric at both ends).
 label_key_pattern := `^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
 
 label_value_pattern := `^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
-
-default_selector_kinds := ["Deployment", "StatefulSet", "DaemonSet", "Job", "ConfigMap", "Secret", "Service", "Ingress"]
-
-default_cluster_name_label := "fedplace.io/cluster-name"
 
 settings_module := "module io.k8s.federation.placement.settings"
 
 # -- settings ---------------------------------------------------------------------
 
-selector_kinds := v if {
-	v := data.io.k8s.federation.placement.settings.selector_kinds
-} else := default_selector_kinds
+default selector_kinds := ["Deployment", "StatefulSet", "DaemonSet", "Job", "ConfigMap", "Secret", "Service", "Ingress"]
 
-cluster_name_label := v if {
-	v := data.io.k8s.federation.placement.settings.cluster_name_label
-} else := default_cluster_name_label
+selector_kinds := data.io.k8s.federation.placement.settings.selector_kinds
 
-selector_kinds_collection := v if {
-	v := selector_kinds
-	is_array(v)
-} else := v if {
-	v := selector_kinds
-	is_set(v)
-}
+default cluster_name_label := "fedplace.io/cluster-name"
+
+cluster_name_label := data.io.k8s.federation.placement.settings.cluster_name_label
+
+selector_kinds_collection := selector_kinds if is_array(selector_kinds)
+
+selector_kinds_collection := selector_kinds if is_set(selector_kinds)
 
 settings_errors contains msg if {
 	not selector_kinds_collection
@@ -228,30 +218,33 @@ normal_requirement(r) := {"key": r.key, "operator": r.operator, "values": requir
 
 # -- matching -------------------------------------------------------------------------
 
-cluster_labels(cluster) := l if {
-	l := cluster.metadata.labels
+# The labels of replicated cluster `name` ({} when it has none). Called with
+# the name, not the cluster: a real OPA server converts a stored object passed
+# to a function whole.
+cluster_labels(name) := l if {
+	l := clusters[name].metadata.labels
 	is_object(l)
 } else := {}
 
 # Kubernetes label-selector semantics for one (well-formed) requirement.
-requirement_matches(r, labels) := true if {
+requirement_matches(r, labels) if {
 	r.operator == "In"
 	labels[r.key] in r.values
-} else := true if {
+} else if {
 	r.operator == "NotIn"
 	not object.get(labels, r.key, null) in r.values
-} else := true if {
+} else if {
 	r.operator == "Exists"
 	r.key in object.keys(labels)
-} else := true if {
+} else if {
 	r.operator == "DoesNotExist"
 	not r.key in object.keys(labels)
-} else := true if {
+} else if {
 	r.operator == "Gt"
 	value := labels[r.key]
 	whole_number(value)
 	number(value) > number(r.values[0])
-} else := true if {
+} else if {
 	r.operator == "Lt"
 	value := labels[r.key]
 	whole_number(value)
@@ -264,8 +257,8 @@ matching_clusters(reqs) := object.keys(clusters) if {
 	count(reqs) == 0
 	is_object(clusters)
 } else := {name |
-	some name, cluster in clusters
-	labels := cluster_labels(cluster)
+	some name, _ in clusters
+	labels := cluster_labels(name)
 	every r in reqs {
 		requirement_matches(r, labels)
 	}
@@ -273,16 +266,16 @@ matching_clusters(reqs) := object.keys(clusters) if {
 
 # -- the decision's parts ----------------------------------------------------------------
 
-# The rules below that pass over the clusters are guarded by selector_kind /
-# selector_constrained: the devstack engine (regorus) evaluates every rule of a
-# package it reads, so unguarded they would cost every ReplicaSet decision.
+# The rules below that pass over the clusters hold only for an object of a
+# selector kind asking for placement, so that reading the whole package
+# (fedplace explain, what-if) costs no pass for any other object.
 
 # Eligible clusters the policy can name: labelled with cluster_name_label = their
 # name. One pass over the eligible clusters only, not over all of them.
 selector_eligible contains name if {
 	selector_kind
 	some name in eligible_clusters
-	cluster_labels(clusters[name])[cluster_name_label] == name
+	cluster_labels(name)[cluster_name_label] == name
 }
 
 # D: the developer's requirements on other labels, kept as they are.
@@ -315,7 +308,9 @@ selector := array.concat(developer_requirements, [{
 	"key": cluster_name_label,
 	"operator": "In",
 	"values": sort(selector_allowed),
-}]) if selector_constrained
+}]) if {
+	selector_constrained
+}
 
 selector_source := "developer" if count(developer_name_requirements) > 0
 
@@ -364,9 +359,9 @@ selector_contradiction_text := msg if {
 developer_selector_texts := [requirement_text(r) | some r in developer_selector]
 
 # Per replicated cluster, whether it meets each developer requirement (in order).
-developer_selector_matches := {name: [requirement_matches(r, cluster_labels(cluster)) | some r in developer_selector] |
+developer_selector_matches := {name: [requirement_matches(r, cluster_labels(name)) | some r in developer_selector] |
 	selector_constrained
-	some name, cluster in clusters
+	some name, _ in clusters
 }
 
 # The clusters the developer's whole selector admits, and those its
