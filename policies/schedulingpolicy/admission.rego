@@ -17,7 +17,7 @@ errors contains msg if some msg in schedulingpolicy.errors
 
 errors contains msg if some msg in validate.errors
 
-patches.schedulingpolicy := schedulingpolicy.patch if {
+patches["schedulingpolicy"] := schedulingpolicy.patch if {
 	schedulingpolicy.applies
 	count(schedulingpolicy.patch) > 0
 }

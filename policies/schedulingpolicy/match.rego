@@ -32,7 +32,9 @@ violation(component, value, reason) := {"component": component, "value": value, 
 # ---- helpers ---------------------------------------------------------------
 
 # The value at `path` in x, or `fallback` (also when x is not an object).
-value_at(x, path, fallback) := object.get(x, path, fallback) if is_object(x) else := fallback
+value_at(x, path, fallback) := object.get(x, path, fallback) if is_object(x)
+
+else := fallback
 
 # The list at `path` in x ([] when absent or not a list).
 list_at(x, path) := l if {
@@ -43,7 +45,9 @@ list_at(x, path) := l if {
 # Values quoted as JSON (any JSON may stand where a name is expected), sorted.
 quoted(names) := concat(", ", [json.marshal(n) | some n in sort(names)])
 
-names_text(names) := "none" if count(names) == 0 else := quoted(names)
+names_text(names) := "none" if count(names) == 0
+
+else := quoted(names)
 
 # A rule list covers a value: an empty list covers anything, a non-empty one
 # the values it lists, never "every" (null).
@@ -87,9 +91,11 @@ name_allowed(m, field, _, value) if m["default"][field] == value
 
 allowed_names(m, field, list) := "any" if {
 	m.allowed[list] == []
-} else := names_text({n | some n in list_at(m.allowed, list)} | {n | some n in list_at(m.required, list)} | {n | n := m["default"][field]})
+} else := names_text((({n | some n in list_at(m.allowed, list)} | {n | some n in list_at(m.required, list)}) | {n | n := m["default"][field]}))
 
-shown(value) := "none" if value == "" else := json.marshal(value)
+shown(value) := "none" if value == ""
+
+else := json.marshal(value)
 
 # ---- node selectors --------------------------------------------------------
 
@@ -146,7 +152,7 @@ selector_any_value(m, key) if m.allowed.nodeSelectors[key] == []
 
 selector_any_value(m, key) if m.required.nodeSelectors[key] == []
 
-selector_values(m, key) := {v | some v in m.allowed.nodeSelectors[key]} | {v | some v in m.required.nodeSelectors[key]} | {v | v := m["default"].nodeSelector[key]}
+selector_values(m, key) := ({v | some v in m.allowed.nodeSelectors[key]} | {v | some v in m.required.nodeSelectors[key]}) | {v | v := m["default"].nodeSelector[key]}
 
 values_text(key, values) := sprintf("%s with any value", [key]) if {
 	values == []
@@ -219,9 +225,13 @@ canonical_toleration(t) := {
 	operator := object.get(t, "operator", "Equal")
 } else := {}
 
-tolerated(x) := null if x == "" else := x
+tolerated(x) := null if x == ""
 
-tolerated_value(operator, value) := null if operator == "Exists" else := value
+else := x
+
+tolerated_value(operator, value) := null if operator == "Exists"
+
+else := value
 
 # A rule covers a toleration when everything the toleration tolerates is
 # within the rule (an empty or absent list in the rule covers anything).
@@ -317,7 +327,9 @@ kind_violations(m, affinity, t, kind) := {v |
 	some term in pod_terms(affinity, t, kind)
 	not pod_term_allowed(m, t, kind, term)
 	v := violation("affinity", sprintf("%s.%s term %s", [t, kind, json.marshal(term)]), "not allowed (no allowed term rule matches it)")
-} if t != "nodeAffinity"
+} if {
+	t != "nodeAffinity"
+}
 
 node_expression_allowed(m, kind, _) if wildcard_kind(m, "nodeAffinity", kind)
 
@@ -411,7 +423,9 @@ required_affinity_violations(m, spec) := {v |
 	v := violation("affinity", sprintf("%s.%s", [t, kind]), sprintf("required, every term implying one of %s; got %s", [json.marshal(required_terms), terms_text(terms)]))
 }
 
-terms_text(terms) := "none" if count(terms) == 0 else := json.marshal(terms)
+terms_text(terms) := "none" if count(terms) == 0
+
+else := json.marshal(terms)
 
 all_terms_imply(t, terms, required_terms) if {
 	count(terms) > 0

@@ -254,10 +254,13 @@ test_basic_affinity_policy if {
 	denies(seed_test.specs[name], {"affinity": node_required([expr(arch, "In", ["i386"])])}, "affinity")
 
 	# preferred node affinity is not listed
-	denies(seed_test.specs[name], {"affinity": {"nodeAffinity": {
-		rk: {"nodeSelectorTerms": [{"matchExpressions": [arch_amd64]}]},
-		pk: [{"weight": 1, "preference": {"matchExpressions": [arch_amd64]}}],
-	}}}, "affinity")
+	denies(
+		seed_test.specs[name], {"affinity": {"nodeAffinity": {
+			rk: {"nodeSelectorTerms": [{"matchExpressions": [arch_amd64]}]},
+			pk: [{"weight": 1, "preference": {"matchExpressions": [arch_amd64]}}],
+		}}},
+		"affinity",
+	)
 }
 
 test_basic_affinity_requires_the_arch_term if {

@@ -119,7 +119,9 @@ node_kind(kind, prefs) := [preference(p) | some p in prefs] if {
 	is_array(prefs)
 }
 
-preference(p) := object.union(p, {"preference": node_term(p.preference)}) if is_object(p.preference) else := p
+preference(p) := object.union(p, {"preference": node_term(p.preference)}) if is_object(p.preference)
+
+else := p
 
 node_term(t) := object.union(t, {"matchExpressions": [expression(e) | some e in t.matchExpressions]}) if {
 	is_array(t.matchExpressions)

@@ -48,11 +48,10 @@ default merge_option := "smart"
 
 merge_option := data.io.k8s.federation.schedulingpolicy.settings.merge
 
-default_exempt_tolerations := [{
-	"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300,
-}, {
-	"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300,
-}]
+default_exempt_tolerations := [
+	{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+	{"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+]
 
 exempt_tolerations := v if {
 	v := data.io.k8s.federation.schedulingpolicy.settings.exempt_tolerations
@@ -141,7 +140,7 @@ defaults[field] := value if {
 
 # Tolerations the API server added itself (exempt) do not count as set: the
 # defaults are appended to them.
-defaults.tolerations := array.concat(match.tolerations(spec), value) if {
+defaults["tolerations"] := array.concat(match.tolerations(spec), value) if {
 	value := merged["default"].tolerations
 	is_array(value)
 	count(value) > 0
@@ -201,13 +200,15 @@ errors contains msg if {
 
 # What every denial says about the policies behind it (usable policies the
 # validation refuses are named: computed only for a denial).
-considered := sprintf("policies considered for service account %s/%s: %s (merge: %s)%s", [
-	namespace, service_account, names_or_none(usable), merge_option, invalid_text,
-])
+considered := sprintf("policies considered for service account %s/%s: %s (merge: %s)%s", [namespace, service_account, names_or_none(usable), merge_option, invalid_text])
 
-names_or_none(names) := "none" if count(names) == 0 else := concat(", ", names)
+names_or_none(names) := "none" if count(names) == 0
 
-invalid_text := "" if count(invalid) == 0 else := sprintf("; invalid, fix them: %s", [concat(", ", invalid)])
+else := concat(", ", names)
+
+invalid_text := "" if count(invalid) == 0
+
+else := sprintf("; invalid, fix them: %s", [concat(", ", invalid)])
 
 invalid := [name |
 	some name in usable

@@ -20,11 +20,14 @@ use_all := {"apiGroups": ["scheduling.fedplace.io"], "resources": ["schedulingpo
 # The replicated world: these policies ({name: spec}), all usable by every
 # service account (a ClusterRoleBinding to system:authenticated of a
 # ClusterRole granting `use` on every SchedulingPolicy).
-world(specs) := rbac_world(specs, {"sp:all": {"metadata": {"name": "sp:all"}, "rules": [use_all]}}, {"sp:all": {
-	"metadata": {"name": "sp:all"},
-	"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "sp:all"},
-	"subjects": [{"kind": "Group", "name": "system:authenticated"}],
-}}, {})
+world(specs) := rbac_world(
+	specs, {"sp:all": {"metadata": {"name": "sp:all"}, "rules": [use_all]}}, {"sp:all": {
+		"metadata": {"name": "sp:all"},
+		"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "sp:all"},
+		"subjects": [{"kind": "Group", "name": "system:authenticated"}],
+	}},
+	{},
+)
 
 rbac_world(specs, clusterroles, clusterrolebindings, rolebindings) := {
 	"schedulingpolicies": {name: seed_test.policy(name, spec) | some name, spec in specs},

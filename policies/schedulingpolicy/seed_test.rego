@@ -54,18 +54,12 @@ specs := {
 	"allowed-only-node-selector": {"allowed": {"nodeSelectors": {zone: ["eu-west-1a", "eu-west-1b", "eu-west-1c"]}}},
 	# Affinity rules
 	"basic-affinity": {
-		"required": {"affinities": {"nodeAffinities": {required_kind: {"nodeSelectorTerms": [{"matchExpressions": [
-			{"keys": [arch], "operators": ["In"], "values": ["amd64", "arm64"]},
-		]}]}}}},
+		"required": {"affinities": {"nodeAffinities": {required_kind: {"nodeSelectorTerms": [{"matchExpressions": [{"keys": [arch], "operators": ["In"], "values": ["amd64", "arm64"]}]}]}}}},
 		"allowed": {"affinities": {
-			"nodeAffinities": {required_kind: {"nodeSelectorTerms": [{"matchExpressions": [
-				{"keys": [region, "kubernetes.io/authorized-region"], "operators": ["In", "NotIn"], "values": ["eu-2", "us-1"]},
-			]}]}},
+			"nodeAffinities": {required_kind: {"nodeSelectorTerms": [{"matchExpressions": [{"keys": [region, "kubernetes.io/authorized-region"], "operators": ["In", "NotIn"], "values": ["eu-2", "us-1"]}]}]}},
 			"podAntiAffinities": {},
 		}},
-		"default": {"affinity": {"nodeAffinity": {required_kind: {"nodeSelectorTerms": [{"matchExpressions": [
-			{"keys": [arch], "operators": ["In"], "values": ["amd64"]},
-		]}]}}}},
+		"default": {"affinity": {"nodeAffinity": {required_kind: {"nodeSelectorTerms": [{"matchExpressions": [{"keys": [arch], "operators": ["In"], "values": ["amd64"]}]}]}}}},
 	},
 	# The second affinity example, its podAntiAffinities indented as the text
 	# says it is meant (beside nodeAffinities).

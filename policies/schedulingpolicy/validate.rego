@@ -27,7 +27,9 @@ errors contains msg if {
 	msg := sprintf("SchedulingPolicy %s: %s", [json.marshal(object.get(input, ["metadata", "name"], "")), problem])
 }
 
-spec := s if s := input.spec else := {}
+spec := s if s := input.spec
+
+else := {}
 
 fields := {
 	"required": {"schedulerNames", "priorityClassNames", "priorityClasseNames", "nodeSelectors", "tolerations", "affinities"},
@@ -172,7 +174,9 @@ list_problems(path, v, _) := {sprintf("%s: must be a list of strings", [path])} 
 list_problems(path, v, allowed) := {msg |
 	some i, x in v
 	msg := item_problem(path, i, x, allowed)
-} if is_array(v)
+} if {
+	is_array(v)
+}
 
 item_problem(path, i, x, _) := sprintf("%s[%d]: must be a string", [path, i]) if not is_string(x)
 
@@ -277,7 +281,9 @@ term_problems(path, t, term) := ({sprintf("%s.%s: unknown field (known: %s)", [p
 	not k in term_fields(t)
 } | topology_problems(path, t, term)) | {msg |
 	some msg in rule_list_problems(sprintf("%s.matchExpressions", [path]), object.get(term, "matchExpressions", []), t)
-} if is_object(term)
+} if {
+	is_object(term)
+}
 
 term_fields(t) := {"matchExpressions"} if t == "nodeAffinities"
 
@@ -294,7 +300,9 @@ rule_list_problems(path, rules, _) := {sprintf("%s: must be a list of rules", [p
 rule_list_problems(path, rules, t) := {msg |
 	some i, r in rules
 	some msg in rule_problems(sprintf("%s[%d]", [path, i]), r, t)
-} if is_array(rules)
+} if {
+	is_array(rules)
+}
 
 rule_problems(path, r, _) := {sprintf("%s: must be an object with keys, operators, values", [path])} if not is_object(r)
 
@@ -304,7 +312,9 @@ rule_problems(path, r, t) := {sprintf("%s.%s: unknown field (a rule lists keys, 
 } | {msg |
 	some field, allowed in {"keys": set(), "values": set(), "operators": expression_operators(t)}
 	some msg in list_problems(sprintf("%s.%s", [path, field]), object.get(r, field, []), allowed)
-} if is_object(r)
+} if {
+	is_object(r)
+}
 
 expression_operators(t) := node_operators if t == "nodeAffinities"
 

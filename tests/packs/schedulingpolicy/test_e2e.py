@@ -132,8 +132,7 @@ class Stack:
 @pytest.fixture
 async def stack(opa: Any, kube: Any, kube_api: Any, kube_namespaces: ScratchNamespaces,
                 tmp_path: Path) -> AsyncIterator[Stack]:
-    ns = await kube_namespaces.create("team-a")
-    await _default_service_account(kube_api, ns)
+    ns = await kube_namespaces.create("team-a")  # with its default ServiceAccount, which Pods need
     policy_ns = await kube_namespaces.create("fp-policy")
     s = Stack(kube_api, opa, ns, policy_ns, [])
     (crd,) = component("crd.yaml")
@@ -161,17 +160,6 @@ async def stack(opa: Any, kube: Any, kube_api: Any, kube_namespaces: ScratchName
                 await kube_json(kube_api, "DELETE", path)
             except KubeApiError:
                 pass
-
-
-async def _default_service_account(api: Any, ns: str) -> None:
-    """The namespace's `default` ServiceAccount, which a real API server's ServiceAccount
-    admission plugin requires of every Pod (kube-controller-manager, absent here, creates it)."""
-    try:
-        await kube_json(api, "POST", f"/api/v1/namespaces/{ns}/serviceaccounts",
-                        body={"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})
-    except KubeApiError as exc:
-        if exc.status != 409:  # already there
-            raise
 
 
 async def _discovered(api: Any) -> bool:
