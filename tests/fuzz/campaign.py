@@ -65,6 +65,28 @@ def proc_fds(pid: int) -> int:
         return -1
 
 
+_OPEN_STATES = {"01", "08"}  # ESTABLISHED, CLOSE_WAIT (the peer closed, the server has not)
+
+
+def open_connections(port: int) -> int:
+    """TCP connections to local ``port`` still open on the server's side (Linux /proc/net), -1 when
+    unknown. Unlike the process's fd count, this leaves out the server's own keep-alive pool to OPA,
+    whose size follows the load."""
+    count, found = 0, False
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table, encoding="ascii") as fh:
+                rows = fh.read().splitlines()[1:]
+        except OSError:
+            continue
+        found = True
+        for row in rows:
+            fields = row.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] in _OPEN_STATES:
+                count += 1
+    return count if found else -1
+
+
 # -- admission ------------------------------------------------------------------------------------------
 
 
@@ -81,6 +103,7 @@ class AdmissionFigures:
     rss_end_mb: float = 0.0
     fds_start: int = 0
     fds_end: int = 0
+    connections_end: int = 0  # connections to the webhook still open at the end (open_connections)
     seconds: float = 0.0
     examples: list[str] = field(default_factory=list)
 
@@ -93,7 +116,7 @@ class AdmissionFigures:
         return (f"admission: {self.requests} requests in {self.seconds:.0f} s, statuses {dict(sorted(self.statuses.items()))}, "
                 f"5xx {self.server_errors}, crashes {int(self.crashed)}, fail-opens {self.fail_opens}, "
                 f"RSS {self.rss_start_mb:.0f} → peak {self.rss_peak_mb:.0f} → {self.rss_end_mb:.0f} MB, "
-                f"open fds {self.fds_start} → {self.fds_end}")
+                f"open fds {self.fds_start} → {self.fds_end}, connections left open {self.connections_end}")
 
 
 def replicaset(rng: random.Random) -> dict[str, Any]:
@@ -340,6 +363,7 @@ async def fuzz_admission(*, rng: random.Random, requests: int, seconds: float, o
         figs.crashed = hook.proc.poll() is not None
         figs.rss_end_mb = proc_rss_mb(pid)
         figs.fds_end = proc_fds(pid)
+        figs.connections_end = open_connections(hook.port)
     finally:
         hook.stop()
     return figs
