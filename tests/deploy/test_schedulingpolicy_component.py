@@ -32,6 +32,7 @@ REPLICATED = {
     ("rbac.authorization.k8s.io", "v1", "clusterrolebindings", False),
     ("rbac.authorization.k8s.io", "v1", "roles", True),
     ("rbac.authorization.k8s.io", "v1", "rolebindings", True),
+    ("scheduling.k8s.io", "v1", "priorityclasses", False),  # which class is the global default
 }
 
 
