@@ -32,3 +32,12 @@ spec := s if {
 
 # Whether the admitted object carries a pod spec.
 applies if spec
+
+# Whether the object is a Pod that already exists: the API server sets
+# status.phase when it creates a Pod, after the admission webhooks, so only an
+# update of a Pod carries it. A Pod's spec is then immutable but for a few
+# fields, and packs decide a Pod once, at its creation.
+existing_pod if {
+	input.kind == "Pod"
+	input.status.phase
+}

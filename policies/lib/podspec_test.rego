@@ -30,3 +30,10 @@ test_other_kinds_and_missing_specs_do_not_apply if {
 	not podspec.applies with input as {"kind": "Pod", "spec": "not an object"}
 	not podspec.applies with input as "not an object"
 }
+
+test_only_a_pod_carrying_a_phase_exists if {
+	podspec.existing_pod with input as {"kind": "Pod", "spec": pod_spec, "status": {"phase": "Pending"}}
+	not podspec.existing_pod with input as {"kind": "Pod", "spec": pod_spec}
+	not podspec.existing_pod with input as {"kind": "Pod", "spec": pod_spec, "status": {}}
+	not podspec.existing_pod with input as {"kind": "ReplicaSet", "spec": {"template": {"spec": pod_spec}}, "status": {"phase": "Running"}}
+}

@@ -79,11 +79,20 @@ policies := replicated.collection("schedulingpolicies")
 
 enabled if is_object(policies)
 
-# A pod spec is checked when the pack is on, its settings are sound and the
-# RBAC it decides from is replicated (otherwise `errors` says why not).
-applies if {
+# A pod spec is decided when the pack is on, unless it is a Pod that already
+# exists: its scheduling fields are immutable, so deciding them again would
+# refuse every later update of the Pod, its labels included (as Kubernetes'
+# admission plugins, the pack decides a Pod once, at its creation).
+decides if {
 	enabled
 	podspec.spec
+	not podspec.existing_pod
+}
+
+# A pod spec is checked when it is decided, the settings are sound and the
+# RBAC the decision reads is replicated (otherwise `errors` says why not).
+applies if {
+	decides
 	merge_option in merge.options
 	count(rbac.missing) == 0
 }
@@ -182,15 +191,13 @@ errors contains msg if {
 }
 
 errors contains msg if {
-	enabled
-	podspec.spec
+	decides
 	not merge_option in merge.options
 	msg := sprintf("%s: setting merge %s is not one of %s (module io.k8s.federation.schedulingpolicy.settings)", [prefix, json.marshal(merge_option), concat(", ", sort(merge.options))])
 }
 
 errors contains msg if {
-	enabled
-	podspec.spec
+	decides
 	count(rbac.missing) > 0
 	msg := sprintf(
 		"%s: cannot tell which policies service account %s/%s may use: %s not replicated (opa-kube-sync --replicate-cluster for clusterroles and clusterrolebindings, --replicate for roles and rolebindings, group rbac.authorization.k8s.io/v1)",

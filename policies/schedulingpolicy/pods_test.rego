@@ -2,6 +2,7 @@
 # injected where, what is denied and what the denial says.
 package io.k8s.federation.schedulingpolicy.pods_test
 
+import data.io.k8s.federation.schedulingpolicy.applies
 import data.io.k8s.federation.schedulingpolicy.errors
 import data.io.k8s.federation.schedulingpolicy.patch
 import data.io.k8s.federation.schedulingpolicy.seed_test
@@ -101,6 +102,26 @@ test_defaults_at_the_pod_spec_of_every_kind if {
 test_other_kinds_are_left_alone if {
 	d := decide(seed_world(["single-priority"]), {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "team-a"}, "data": {}})
 	d == {"errors": set(), "patch": []}
+}
+
+# A Pod that exists (an update: it carries status.phase) keeps what it was
+# admitted with, whatever the policies say now: no error, and the pack does not
+# apply (admission.rego patches only then). A workload's template is decided on
+# every update (its Pods are created from it).
+test_a_pod_that_exists_is_not_decided_again if {
+	kube := seed_world(["complete-node-selector", "default-scheduler", "single-priority"])
+	running := object.union(pod({"schedulerName": "other", "nodeSelector": {"x": "y"}}), {"status": {"phase": "Running"}})
+	pending := object.union(pod({}), {"status": {"phase": "Pending"}})
+	every obj in [running, pending] {
+		not applies with data.kubernetes as kube with input as obj
+		decide(kube, obj).errors == set()
+		decide(object.remove(kube, ["roles"]), obj).errors == set()
+		decide_merged(kube, obj, "deep").errors == set()
+	}
+	count(decide(kube, pod({"schedulerName": "other"})).errors) > 0
+	template := {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "w", "namespace": "team-a"}, "spec": {"template": {"spec": {"containers": containers}}}, "status": {"replicas": 1}}
+	applies with data.kubernetes as kube with input as template
+	count(decide(kube, template).patch) > 0
 }
 
 test_api_server_tolerations_do_not_count_as_set if {

@@ -312,3 +312,18 @@ async def test_revoking_the_rolebinding_revokes_the_policy(stack: Stack) -> None
 
 async def _gone(s: Stack) -> bool:
     return not await s.replicated("rolebindings", s.ns, "sp:team-a")
+
+
+async def test_a_pod_that_exists_is_not_decided_again(stack: Stack) -> None:
+    """A Pod's scheduling fields are immutable once it exists: a Pod admitted before the
+    team's policy was usable keeps what it was admitted with, and its labels can still be
+    changed (a patch of its spec would make the API server refuse the update)."""
+    await install_defaults(stack)
+    before = await stack.create(workload("Pod", {}, "team-a", "before"))
+    assert pod_spec_of(before)["schedulerName"] == "default-scheduler"
+    await grant_team_policy(stack)
+    path = f"/api/v1/namespaces/{stack.ns}/pods/before"
+    labelled = await kube_json(stack.api, "PATCH", path, body={"metadata": {"labels": {"tier": "web"}}},
+                               content_type="application/merge-patch+json")
+    assert labelled["metadata"]["labels"]["tier"] == "web"
+    assert pod_spec_of(labelled) == pod_spec_of(before)
