@@ -110,13 +110,25 @@ def loads_bounded(body: bytes | str, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
         raise JsonRejected(f"not valid JSON: {exc}") from exc
 
 
+def _finite(value: Any) -> Any:
+    """``value`` with every NaN or infinite float (in arrays and objects too) replaced by None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
 def dumps(value: Any) -> bytes:
     """Compact JSON (UTF-8) of a document parsed from JSON; ``orjson``'s, or the standard
-    library's for what orjson refuses (integers beyond 64 bits, lone surrogates)."""
+    library's for what orjson refuses (integers beyond 64 bits, lone surrogates). Always valid
+    JSON: a NaN or infinite float (``1e400`` once parsed) is written ``null`` either way."""
     try:
         return orjson.dumps(value)
     except TypeError:  # orjson.JSONEncodeError
-        return json.dumps(value, separators=(",", ":")).encode()
+        return json.dumps(_finite(value), separators=(",", ":")).encode()
 
 
 def loads(raw: bytes | str) -> Any:

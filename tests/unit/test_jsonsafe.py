@@ -49,6 +49,13 @@ def test_dumps_is_compact_and_falls_back_for_what_orjson_refuses() -> None:
     assert json.loads(dumps({"big": 2**70, "s": "\ud800"})) == {"big": 2**70, "s": "\ud800"}
 
 
+@pytest.mark.parametrize("extra", [{}, {"big": 2**70}, {"s": "\ud800"}], ids=["orjson", "big-int", "surrogate"])
+def test_dumps_writes_non_finite_floats_as_null(extra: dict) -> None:
+    doc = {"inf": float("inf"), "neg": [float("-inf")], "nan": {"x": float("nan")}, **extra}
+    assert json.loads(dumps(doc), parse_constant=pytest.fail) == {"inf": None, "neg": [None], "nan": {"x": None},
+                                                                   **extra}
+
+
 def test_log_lines_stay_ascii_json() -> None:
     import logging
 
