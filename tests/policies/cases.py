@@ -8,20 +8,15 @@ Contracts:
   values are strings (the API server types them ``map[string]string``), a
   Cluster's ``status.region`` is a string when present (the CRD's schema), and
   the admission input is an object. Within that, anything goes: missing or
-  ``null`` metadata/annotations, other kinds, malformed or wrongly-typed JSON in
-  ``replica-set-preferences``, empty strings, unicode, numbers past 2**53.
-* ``hostile`` is the share of ReplicaSets carrying a value from :data:`RAISING`
-  (always together with a PCI annotation, so the policy is constrained and
-  reads it): values on which the shipped placement policy raises an evaluation
-  error under OPA and the engine alike. They are generated so the differential
-  test compares error against error, and so ``test_*_never_raises`` lists them
-  until the policy handles them.
-* Values on which the engine is known to answer differently from OPA (pinned in
-  tests/policies/test_engine_divergences.py) are NOT generated: whole numbers
-  with leading zeros or beyond 2**64 - 1, JSON numbers out of the float range,
-  ``{"clusters": <null|number|string>}`` preferences, and RAISING values where
-  OPA would not evaluate them (the engine evaluates every rule of an imported
-  package).
+  ``null`` metadata/annotations, other kinds, malformed JSON in
+  ``replica-set-preferences`` and JSON of the wrong type (``null``, a number, a
+  string, an array) for the document or its ``clusters``, empty strings,
+  unicode, and numbers at the edges — whole numbers with leading zeros, past
+  2**53, past 2**64 - 1 and past the float range, as label and annotation text
+  and as JSON numbers in preferences (``1e400``, ``-1e400``, ``1e-400`` and a
+  401-digit integer among them).
+* Every value goes with every kind, with or without the other constraint
+  annotations, so a policy is also asked about values it should never read.
 """
 
 from __future__ import annotations
@@ -32,7 +27,7 @@ import re
 from typing import Any
 
 __all__ = [
-    "EU_KEY", "PCI_KEY", "PREFS_KEY", "RAISING", "SELECTOR_KEY", "SOURCE_KEY", "admission_input", "cluster", "placement_data",
+    "EU_KEY", "PCI_KEY", "PREFS_KEY", "SELECTOR_KEY", "SOURCE_KEY", "admission_input", "cluster", "placement_data",
     "pod_bearing_input", "remediation_case",
 ]
 
@@ -54,24 +49,27 @@ REGIONS = [
     "europe-", "us-central1", "useurope-x", "neu-1", "euro", "", "ÉUROPE-ouest", "eu\u2010west", "westeurope\n",
     "asia-east1", "européen", "EU-", "europe-wést",
 ]
-# Whole numbers only as far as the engine keeps them exactly (see the module docstring).
-BIG = ["9007199254740993", "9223372036854775808", "18446744073709551614", "18446744073709551615"]
+# Number text at the edges: leading zeros (within and past 15 digits), past 2**53, around 2**64,
+# past the float range.
+BIG = ["007", "00", "000000000000003", "0000000000000003", "999999999999999", "1000000000000000",
+       "9007199254740993", "9223372036854775808", "18446744073709551614", "18446744073709551615",
+       "18446744073709551616", "1" + "0" * 30, "1" + "0" * 400, "1e400", "-1e400", "1e-400"]
 PCI_LABELS = ["0", "1", "2", "3", "4", "10", "70", "", "abc", "-1", "1.5", " 2", "٣", "+1", "1e3", *BIG]
 PCI_VALUES = ["0", "1", "2", "3", "4", "5", "10", "", "abc", "-1", "1.5", "0 7", "٣", "+1", " 2", "1e3", "true",
               "0x10", *BIG]
 EU_VALUES = ["true", "false", "", "True", "TRUE", "yes", "1", " true", "true ", "ｔrue"]
 SOURCE_VALUES = ["policy", "developer", "", "Policy"]
 MALFORMED_JSON = ["", "{not json", "{", "}", "[}", "nul", "{'clusters': {}}", '{"clusters": {"a": 1,}}',
-                  "\ufeff{}", '{"clusters": {}} trailing', " ", "{\"clusters\": {\"a\": NaN}}"]
+                  "\ufeff{}", '{"clusters": {}} trailing', " ", "{\"clusters\": {\"a\": NaN}}",
+                  '{"clusters": 007}', '{"clusters": {"eu": {"weight": 01}}}',
+                  '{"clusters": {"eu": {"weight": Infinity}}}']
 ODD_JSON = ['{}', '{"clusters": {}}', '{"clusters": []}', '{"rebalance": true}', '{"clusters": {"eu": 5}}',
             '{"clusters": {"eu": null}}', ' {"clusters": {"europe": {}}} ', '{"clusters": {"eu": {}}, "clusters": {}}',
-            '{"clusters": {"0": {"weight": 1}}}']
-# Values on which the shipped placement policy raises (see the module docstring).
-RAISING: dict[str, list[str]] = {
-    PREFS_KEY: ["5", "null", "[1]", '"str"', "true", '{"clusters": ["gce-europe-west1"]}',
-                '{"clusters": [{"weight": 1}, {}]}'],
-    PCI_KEY: ["1" + "0" * 400],
-}
+            '{"clusters": {"0": {"weight": 1}}}',
+            # wrong types: the document, or its clusters
+            "5", "null", "[1]", '"str"', "true", "1e400", '{"clusters": ["gce-europe-west1"]}',
+            '{"clusters": [{"weight": 1}, {}]}', '{"clusters": null}', '{"clusters": 5}', '{"clusters": "eu"}',
+            '{"clusters": true}', '{"clusters": 1e400}']
 KINDS = ["Deployment", "ConfigMap", "Pod", "replicaset", "ReplicaSetList", "", "StatefulSet", "Secret", "Deployment",
          "ConfigMap", "Secret", "Service"]
 SELECTOR_KEYS = [NAME_LABEL, PCI_LABEL, "tier", "example.com/zone", "Bad Key", "", "a/b/c"]
@@ -81,15 +79,23 @@ ODD_SELECTORS = ["[]", "{}", "null", "5", '"str"', "[5]", "[null]", '[{"key": "t
                  '[{"key": "tier", "operator": "In", "values": "gold"}]',
                  '[{"key": "tier", "operator": "In", "values": [1]}]',
                  '[{"key": "tier", "operator": "Exists", "values": null}]']
+GT_LT_VALUES = ["0", "1", "2", "3", "02", "007", "18446744073709551616"]
 NAMES = ["nginx", "web-1", "ünïcødé", "名前", "a" * 253, "0", "x.y", "🚀"]
 NAMESPACES = ["default", "shop", "kube-system", "名前空間", "ns-ü"]
 
 
-def _number(rng: random.Random) -> int | float:
-    """A JSON number for preferences: small, negative, fractional, or large (below 2**63)."""
+# JSON number text Python's json.dumps cannot write: out of the float range, or more precise than a float.
+UNREPRESENTABLE = ["1e400", "-1e400", "1e-400", "1.00000000000000000001"]
+
+
+def _number(rng: random.Random) -> int | float | str:
+    """A JSON number for preferences: small, negative, fractional, large (past 2**64 - 1 and past the
+    float range among them), or an :data:`UNREPRESENTABLE` text (as ``"@@<text>@@"``, see
+    :func:`_preferences`)."""
     return rng.choice([
         rng.randint(0, 10), rng.randint(-5, 5), round(rng.uniform(0, 100), 3), 2 ** 53 + 1, 2 ** 62, 1e300,
-        0.5, -0.0, 1.5e-10, 123456789012345678,
+        0.5, -0.0, 1.5e-10, 123456789012345678, 2 ** 64 - 1, 2 ** 64, -(2 ** 64), 10 ** 30, 10 ** 400,
+        f"@@{rng.choice(UNREPRESENTABLE)}@@",
     ])
 
 
@@ -105,8 +111,9 @@ def _preferences(rng: random.Random, names: list[str]) -> str:
         doc["rebalance"] = rng.choice([True, False])
     if rng.random() < 0.1:
         doc["extra"] = {"nested": [1, "ü", None]}
-    return json.dumps(doc, ensure_ascii=rng.random() < 0.5, indent=rng.choice([None, None, 2]),
+    text = json.dumps(doc, ensure_ascii=rng.random() < 0.5, indent=rng.choice([None, None, 2]),
                       sort_keys=rng.random() < 0.5)
+    return re.sub(r'"@@([^@"]*)@@"', r"\1", text)
 
 
 _LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
@@ -126,8 +133,7 @@ def _selector(rng: random.Random, names: list[str]) -> str:
         op = rng.choice(SELECTOR_OPERATORS) if rng.random() < 0.2 else rng.choice(SELECTOR_OPERATORS[:6])
         req: dict[str, Any] = {"key": key, "operator": op}
         if op in ("Gt", "Lt"):
-            values = [rng.choice(["0", "1", "2", "3", "02"])] if rng.random() < 0.8 else \
-                rng.sample(SELECTOR_VALUES, rng.randint(0, 2))
+            values = [rng.choice(GT_LT_VALUES)] if rng.random() < 0.8 else rng.sample(SELECTOR_VALUES, rng.randint(0, 2))
         elif key == NAME_LABEL:
             pool = [n for n in names + CLUSTER_NAMES[:4] if rng.random() < 0.1 or _LABEL_VALUE.fullmatch(n)]
             values = rng.sample(pool, rng.randint(0, min(3, len(pool))))
@@ -142,21 +148,14 @@ def _selector(rng: random.Random, names: list[str]) -> str:
     return json.dumps(reqs, ensure_ascii=rng.random() < 0.5)
 
 
-def _annotations(rng: random.Random, names: list[str], hostile: float) -> dict[str, str]:
-    """Annotations of a generated object: constraint, preference and unrelated keys, each maybe absent.
-
-    With probability ``hostile`` one value comes from :data:`RAISING`, with a PCI annotation present.
-    """
+def _annotations(rng: random.Random, names: list[str]) -> dict[str, str]:
+    """Annotations of a generated object: constraint, preference and unrelated keys, each maybe absent."""
     out: dict[str, str] = {}
-    raising = rng.random() < hostile
     if rng.random() < 0.6:
         out[EU_KEY] = rng.choice(EU_VALUES)
-    if raising or rng.random() < 0.6:
+    if rng.random() < 0.6:
         out[PCI_KEY] = rng.choice(PCI_VALUES)
-    if raising:
-        key = rng.choice(list(RAISING))
-        out[key] = rng.choice(RAISING[key])
-    elif rng.random() < 0.5:
+    if rng.random() < 0.5:
         roll = rng.random()
         if roll < 0.6:
             out[PREFS_KEY] = _preferences(rng, names)
@@ -175,7 +174,7 @@ def _annotations(rng: random.Random, names: list[str], hostile: float) -> dict[s
     return out
 
 
-def admission_input(rng: random.Random, names: list[str], *, hostile: float = 0.05, kind: str | None = None,
+def admission_input(rng: random.Random, names: list[str], *, kind: str | None = None,
                     namespace: str | None = None, name: str | None = None) -> dict[str, Any]:
     """An object as the webhook sends it to OPA; ``names`` are cluster names preferences may mention."""
     obj: dict[str, Any] = {"apiVersion": rng.choice(["apps/v1", "v1", "extensions/v1beta1"])}
@@ -193,7 +192,7 @@ def admission_input(rng: random.Random, names: list[str], *, hostile: float = 0.
     elif roll < 0.1:
         metadata["annotations"] = {}
     elif roll < 0.95:
-        metadata["annotations"] = _annotations(rng, names, hostile if kind == "ReplicaSet" else 0.0)
+        metadata["annotations"] = _annotations(rng, names)
     if rng.random() < 0.2:
         metadata["labels"] = {"app": rng.choice(NAMES)}
     obj["metadata"] = metadata
@@ -252,7 +251,7 @@ def _resources(rng: random.Random) -> dict[str, Any]:
     return {"resources": rng.sample(options, rng.randint(1, 3))}
 
 
-def remediation_case(rng: random.Random, *, objects: int, hostile: float) -> tuple[dict[str, Any], list[Any]]:
+def remediation_case(rng: random.Random, *, objects: int) -> tuple[dict[str, Any], list[Any]]:
     """One ``data.kubernetes`` with replicated objects and clusters, and the remediation inputs to ask about it.
 
     Inputs: none (None), ``{}``, explicit ``resources``, and targeted ``objects``
@@ -266,7 +265,7 @@ def remediation_case(rng: random.Random, *, objects: int, hostile: float) -> tup
         plural = "replicasets" if rng.random() < 0.8 else "deployments"
         ns, name = rng.choice(NAMESPACES), rng.choice(NAMES)
         kind = "ReplicaSet" if plural == "replicasets" else "Deployment"
-        obj = admission_input(rng, names, hostile=hostile, kind=kind, namespace=ns, name=name)
+        obj = admission_input(rng, names, kind=kind, namespace=ns, name=name)
         doc.setdefault(plural, {}).setdefault(ns, {})[name] = obj
         refs.append({"resource": plural, "namespace": ns, "name": name})
     refs += [{"resource": "replicasets", "namespace": "default", "name": "gone"},
