@@ -254,14 +254,23 @@ else := to_number(trim_left(d, "0"))
 # usually written); the others are left out. Computed from the digits alone
 # (milli is parse(v).milli): ip.fp x factor x 1000 is the digits of ip.fp
 # times milli_factor[suffix][decimals], a whole number where the table has an
-# entry. (units.parse reads digits with leading zeros, as in "0.5", which
-# to_number refuses.)
-plain_milli(vs) := {v: milli |
-	some v in vs
-	is_string(v)
-	[[_, ip, fp, suffix]] := regex.find_all_string_submatch_n(short_grammar, v, 1)
-	milli := units.parse(concat("", [ip, fp])) * milli_factor[suffix][count(fp)]
-	milli <= 9223372036854775000 # MaxMilliValue in milli-units
+# entry. Without decimals (most values) the digits are ip, which to_number
+# reads (the short form has no leading zeros there); with decimals they may
+# start with zeros, as in "0.5", which only units.parse reads.
+plain_milli(vs) := object.union(
+	{v: milli |
+		some [v, ip, "", suffix] in matches
+		milli := to_number(ip) * milli_factor[suffix][0]
+		milli <= 9223372036854775000 # MaxMilliValue in milli-units
+	},
+	{v: milli |
+		some [v, ip, fp, suffix] in matches
+		fp != ""
+		milli := units.parse(concat("", [ip, fp])) * milli_factor[suffix][count(fp)]
+		milli <= 9223372036854775000
+	},
+) if {
+	matches := [m | some v in vs; is_string(v); [m] := regex.find_all_string_submatch_n(short_grammar, v, 1)]
 }
 
 # Per suffix, 1000 x factor / 10^decimals for the numbers of decimals that

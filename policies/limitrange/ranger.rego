@@ -593,90 +593,109 @@ _plain if {
 }
 
 # default_limits and default_requests as {r: value} (every value parses here),
-# and in milli-units.
-_common_defaults := {
-	"limits": {r: candidates[0][1] | some r, candidates in _limit_candidates},
-	"requests": {r: candidates[0][1] | some r, candidates in _request_candidates},
-}
+# and in milli-units: each Container item's, as SetDefaults_LimitRangeItem
+# makes them, merged so that the one that wins comes last.
+_common_defaults := {kind: object.union_n([d[kind] | some d in _item_defaults]) | some kind in ["limits", "requests"]}
+
+# The default limits (default, else max) and default requests (defaultRequest,
+# else default, else max, else min) of each Container item, {"limits": {r:
+# value}, "requests": {r: value}}: the last LimitRange by name first, each
+# one's items in list order (the first LimitRange's last item wins).
+_item_defaults := [d |
+	some [_, _, item] in sort([[0 - item.pos, item.index, item] | some item in raw_items; item.type == "Container"])
+	d := {
+		"limits": object.union(object.get(item.raw, "max", {}), object.get(item.raw, "default", {})),
+		"requests": object.union_n([object.get(item.raw, f, {}) | some f in ["min", "max", "default", "defaultRequest"]]),
+	}
+]
 
 _common_default_milli := {kind: {r: _milli[v] | some r, v in values} | some kind, values in _common_defaults}
 
 # Defaulting in milli-units, per container (same order as containers):
-# {"requests": {r: milli}, "limits": {r: milli}, "added_limits": {r: value},
-# "added_requests": {r: value}} (what defaulting sets, as common_added gives
-# it).
-_common_effective := [_common_container(c) | _plain; some c in containers]
-
-# A container's limits: the default limits under its own; its requests: the
-# default requests under its limits under its own requests (object.union's
-# right-hand side wins).
-_common_container(c) := {"requests": requests, "limits": limits, "added_limits": added_limits, "added_requests": added_requests} if {
+# {"requests": {r: milli}, "limits": {r: milli}, "added": what defaulting
+# sets, as common_added gives it}. A container's limits: the default limits
+# under its own; its requests: the default requests under its limits under
+# its own requests (object.union's right-hand side wins).
+_common_effective := [{"requests": requests, "limits": limits, "added": added} |
+	_plain
+	some c in containers
 	explicit_limits := {r: _milli[v] | some r, v in c.limits}
-	added_limits := {r: v | some r, v in _common_defaults.limits; not c.limits[r]}
-	added_requests := {r: v | some r, v in _common_defaults.requests; not c.limits[r]; not c.requests[r]}
 	limits := object.union(_common_default_milli.limits, explicit_limits)
 	requests := object.union_n([
 		_common_default_milli.requests,
 		explicit_limits,
 		{r: _milli[v] | some r, v in c.requests},
 	])
+	added := {kind: values |
+		some kind, values in {
+			"limits": object.remove(_common_defaults.limits, c.limits),
+			"requests": object.remove(_common_defaults.requests, object.union(c.limits, c.requests)),
+		}
+		count(values) > 0
+	}
+]
+
+# The containers' values: {kind: {r: [milli]}} (a container without one
+# gives none).
+_common_container_values := {kind: {r: [m | some e in _common_effective; m := e[kind][r]] | some r in tracked} |
+	some kind in ["requests", "limits"]
 }
 
 # The pod totals: {"requests": {r: milli}, "limits": {r: milli}} over the
 # resources Pod items name (only the containers giving one count).
 _common_totals := {kind: {r: sum(parts) |
 	some r in pod_resources
-	parts := [m | some e in _common_effective; m := e[kind][r]]
+	parts := values[r]
 	count(parts) > 0
 } |
-	some kind in ["requests", "limits"]
+	some kind, values in _common_container_values
 }
 
-# What the checks look at, by item type.
+# What the checks look at, by item type: the subjects, and their values in
+# the form of _common_container_values.
 _common_subjects := {"Container": _common_effective, "Pod": [_common_totals]}
 
+_common_values := {
+	"Container": _common_container_values,
+	"Pod": {kind: {r: [m] | some r, m in totals} | some kind, totals in _common_totals},
+}
+
+# The bounds in milli-units, by field: {field: [[item type, r, milli]]}.
+_common_bounds := {field: [[item.type, r, _milli[v]] | some item in raw_items; some r, v in item.raw[field]] |
+	some field in constraint_fields
+}
+
 # A constraint a subject breaks, in milli-units: in the common case exactly
-# the violations the rules above find (and then explain). Where every
-# subject must have a value, the subjects that do are counted.
-# min: a request at least as large, and no limit below it.
+# the violations the rules above find (and then explain).
+# min: every subject has a request, and no request or limit is below min.
 _common_broken if {
-	some item in raw_items
-	some r, v in item.raw.min
-	bound := _milli[v]
-	subjects := _common_subjects[item.type]
-	count([s | some s in subjects; s.requests[r] >= bound]) < count(subjects)
+	some [type, r, _] in _common_bounds.min
+	count(object.get(_common_values[type].requests, r, [])) < count(_common_subjects[type])
 }
 
 _common_broken if {
-	some item in raw_items
-	some r, v in item.raw.min
-	some s in _common_subjects[item.type]
-	s.limits[r] < _milli[v]
+	some [type, r, bound] in _common_bounds.min
+	some values in _common_values[type]
+	min(values[r]) < bound
 }
 
-# max: a limit at most as large, and no request above it.
+# max: every subject has a limit, and no limit or request is above max.
 _common_broken if {
-	some item in raw_items
-	some r, v in item.raw.max
-	bound := _milli[v]
-	subjects := _common_subjects[item.type]
-	count([s | some s in subjects; s.limits[r] <= bound]) < count(subjects)
+	some [type, r, _] in _common_bounds.max
+	count(object.get(_common_values[type].limits, r, [])) < count(_common_subjects[type])
 }
 
 _common_broken if {
-	some item in raw_items
-	some r, v in item.raw.max
-	some s in _common_subjects[item.type]
-	s.requests[r] > _milli[v]
+	some [type, r, bound] in _common_bounds.max
+	some values in _common_values[type]
+	max(values[r]) > bound
 }
 
 # maxLimitRequestRatio: a request and a limit above zero, the limit at most
 # ratio x request.
 _common_broken if {
-	some item in raw_items
-	some r, v in item.raw.maxLimitRequestRatio
-	ratio := _milli[v]
-	subjects := _common_subjects[item.type]
+	some [type, r, ratio] in _common_bounds.maxLimitRequestRatio
+	subjects := _common_subjects[type]
 	within := [s |
 		some s in subjects
 		s.requests[r] > 0
@@ -696,7 +715,7 @@ _common_broken if {
 # A defaulted limit below the request (the API server would refuse the pod).
 _common_broken if {
 	some e in _common_effective
-	some r, _ in e.added_limits
+	some r, _ in e.added.limits
 	e.requests[r] > e.limits[r]
 }
 
@@ -707,14 +726,7 @@ common_case if {
 }
 
 # added, in the common case.
-common_added := {k: adds |
-	some k, e in _common_effective
-	adds := {kind: values |
-		some [kind, values] in [["limits", e.added_limits], ["requests", e.added_requests]]
-		count(values) > 0
-	}
-	count(adds) > 0
-}
+common_added := {k: e.added | some k, e in _common_effective; count(e.added) > 0}
 
 # -- words ---------------------------------------------------------------------
 

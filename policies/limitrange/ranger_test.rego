@@ -473,3 +473,53 @@ test_one_more_container_breaks_the_pod_max if {
 	e := errors(plain_pod, [defaults, tight])
 	e == {`pod: memory limit total 2Gi exceeds max 1Gi (LimitRange "pod" in "shop")`}
 }
+
+# -- the common case against the rules -------------------------------------------
+
+# What the common case and the rules make of obj: whether the common case
+# holds, and both's defaults and the rules' violations.
+common(obj, lrs) := {"holds": holds, "common_added": common_added, "added": added, "violations": violations} if {
+	with_lrs := {"shop": {r.metadata.name: r | some r in lrs}}
+	holds := count([x | x := limitrange.common_case with input as obj with data.kubernetes.limitranges as with_lrs]) > 0
+	common_added := limitrange.common_added with input as obj with data.kubernetes.limitranges as with_lrs
+	added := limitrange.added with input as obj with data.kubernetes.limitranges as with_lrs
+	violations := limitrange.violations with input as obj with data.kubernetes.limitranges as with_lrs
+}
+
+# The first LimitRange by name defaults, with its last Container item; the
+# default request falls back to default, max, then min, item by item.
+test_common_case_defaults_in_the_rules_order if {
+	lrs := [
+		lr("a", [
+			{"type": "Container", "default": {"cpu": "300m"}, "min": {"memory": "32Mi"}},
+			{"type": "Container", "max": {"cpu": "2", "memory": "1Gi"}},
+		]),
+		lr("b", [{"type": "Container", "default": {"cpu": "1", "memory": "512Mi"}, "defaultRequest": {"cpu": "50m", "memory": "64Mi"}}]),
+	]
+	c := common(pod([{"name": "app", "image": "nginx"}]), lrs)
+	c.holds
+	c.violations == set()
+	c.common_added == c.added
+	c.added == {0: {"limits": {"cpu": "2", "memory": "1Gi"}, "requests": {"cpu": "2", "memory": "1Gi"}}}
+}
+
+# A Pod min with no container naming the resource (or no container at all),
+# or a total above max, is for the rules to explain.
+test_common_case_bounds_at_their_edges if {
+	bounds := lr("bounds", [{"type": "Container", "min": {"cpu": "10m"}}, {"type": "Pod", "min": {"memory": "1Mi"}, "max": {"cpu": "1"}}])
+	empty := common(pod([]), [bounds])
+	empty.holds == false
+	count(empty.violations) == 2
+	no_memory := common(pod([app({"requests": {"cpu": "100m"}, "limits": {"cpu": "100m"}})]), [bounds])
+	no_memory.holds == false
+	count(no_memory.violations) == 1
+	fine := pod([app({"requests": {"cpu": "100m", "memory": "1Mi"}, "limits": {"cpu": "500m"}})])
+	common(fine, [bounds]).holds
+	common(fine, [bounds]).violations == set()
+	over := pod([
+		app({"requests": {"cpu": "100m", "memory": "1Mi"}, "limits": {"cpu": "600m"}}),
+		{"name": "b", "image": "nginx", "resources": {"requests": {"cpu": "100m", "memory": "1Mi"}, "limits": {"cpu": "600m"}}},
+	])
+	common(over, [bounds]).holds == false
+	count(common(over, [bounds]).violations) == 1
+}
