@@ -69,16 +69,11 @@ ranges := found if {
 # Their names, sorted ([] without any).
 range_names := sort([name | some name, _ in ranges])
 
-existing_pod if {
-	input.kind == "Pod"
-	input.status.phase
-}
-
 # Whether the pack has anything to say about the object.
 applies if {
 	podspec.spec
 	ranges
-	not existing_pod
+	not podspec.existing_pod
 }
 
 fields := {"min", "max", "default", "defaultRequest", "maxLimitRequestRatio"}
