@@ -33,7 +33,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["DEFAULT_MAX_DEPTH", "JsonRejected", "dumps", "json_depth", "loads", "loads_bounded"]
+__all__ = ["DEFAULT_MAX_DEPTH", "JsonRejected", "dumps", "finite", "json_depth", "loads", "loads_bounded"]
 
 DEFAULT_MAX_DEPTH = 100
 
@@ -110,14 +110,14 @@ def loads_bounded(body: bytes | str, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
         raise JsonRejected(f"not valid JSON: {exc}") from exc
 
 
-def _finite(value: Any) -> Any:
+def finite(value: Any) -> Any:
     """``value`` with every NaN or infinite float (in arrays and objects too) replaced by None."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: finite(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_finite(v) for v in value]
+        return [finite(v) for v in value]
     return value
 
 
@@ -128,7 +128,7 @@ def dumps(value: Any) -> bytes:
     try:
         return orjson.dumps(value)
     except TypeError:  # orjson.JSONEncodeError
-        return json.dumps(_finite(value), separators=(",", ":")).encode()
+        return json.dumps(finite(value), separators=(",", ":")).encode()
 
 
 def loads(raw: bytes | str) -> Any:

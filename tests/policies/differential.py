@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -35,10 +34,11 @@ from urllib.parse import quote
 import aiohttp
 from opa_bindings import OpaEngine, OpaError
 
+from common import jsonsafe
 from tests.fixtures.opa import OpaServer
 from tests.policies.suite import data_ref, opa_engine, put_in_dependency_order
 
-__all__ = ["UNDEFINED", "EngineSide", "OpaSide", "Outcome", "finite", "same_json"]
+__all__ = ["UNDEFINED", "EngineSide", "OpaSide", "Outcome", "same_json"]
 
 UNDEFINED: Any = type("Undefined", (), {"__repr__": lambda self: "<undefined>"})()
 ROOT = "kubernetes"
@@ -57,17 +57,6 @@ def same_json(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-def finite(value: Any) -> Any:
-    """``value`` with every infinite float (in arrays and objects too) replaced by None."""
-    if isinstance(value, float) and math.isinf(value):
-        return None
-    if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [finite(v) for v in value]
-    return value
-
-
 @dataclass(frozen=True)
 class Outcome:
     """What one evaluator answered: ``value`` (or UNDEFINED), or ``error``."""
@@ -83,8 +72,9 @@ class Outcome:
         return same_json(self.value, other.value)
 
     def as_engine_sends(self) -> Outcome:
-        """This outcome with numbers out of the float range as ``null`` (see the module docstring)."""
-        return self if self.value is UNDEFINED else Outcome(finite(self.value), self.error)
+        """This outcome as the engine writes it (``common.jsonsafe.dumps``: a NaN or infinite number
+        is ``null``; see the module docstring)."""
+        return self if self.value is UNDEFINED else Outcome(jsonsafe.finite(self.value), self.error)
 
     def __str__(self) -> str:
         if self.error is not None:
