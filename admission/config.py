@@ -38,7 +38,8 @@ import argparse
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from common.config import ConfigError, OpaEndpoint, opa_section, read_config_file, retry_section, split_opa_url
+from common.config import (ConfigError, OpaEndpoint, integer, opa_section, read_config_file, retry_section,
+                           split_opa_url)
 from common.config import number as _number
 from common.config import only as _only
 from common.config import readable as _readable
@@ -189,18 +190,12 @@ def config_from_mapping(doc: Mapping[str, Any]) -> AdmissionConfig:
 
     retry = retry_section(doc)
 
-    max_body = doc.get("max_body_bytes", AdmissionConfig.max_body_bytes)
-    if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1024:
-        raise ConfigError("max_body_bytes", f"{max_body!r}: must be an integer >= 1024")
-    max_depth = doc.get("max_json_depth", AdmissionConfig.max_json_depth)
-    if isinstance(max_depth, bool) or not isinstance(max_depth, int) or not 10 <= max_depth <= 200:
-        raise ConfigError("max_json_depth", f"{max_depth!r}: must be an integer from 10 to 200")
+    max_body = integer(doc, "max_body_bytes", "max_body_bytes", AdmissionConfig.max_body_bytes, minimum=1024)
+    max_depth = integer(doc, "max_json_depth", "max_json_depth", AdmissionConfig.max_json_depth, minimum=10, maximum=200)
 
     events_doc = _section(doc, "events")
     _only(events_doc, ("burst", "refill_seconds"), "events")
-    burst = events_doc.get("burst", EventsConfig.burst)
-    if isinstance(burst, bool) or not isinstance(burst, int) or burst < 1:
-        raise ConfigError("events.burst", f"{burst!r}: must be an integer >= 1")
+    burst = integer(events_doc, "burst", "events.burst", EventsConfig.burst, minimum=1)
     events = EventsConfig(burst, _number(events_doc, "refill_seconds", "events.refill_seconds",
                                          EventsConfig.refill_seconds))
 
@@ -208,9 +203,7 @@ def config_from_mapping(doc: Mapping[str, Any]) -> AdmissionConfig:
     if not isinstance(log_level, str) or log_level.lower() not in LOG_LEVELS:
         raise ConfigError("log_level", f"{log_level!r}: expected one of {', '.join(LOG_LEVELS)}")
 
-    workers = doc.get("workers", AdmissionConfig.workers)
-    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
-        raise ConfigError("workers", f"{workers!r}: must be an integer from 1 to {MAX_WORKERS}")
+    workers = integer(doc, "workers", "workers", AdmissionConfig.workers, minimum=1, maximum=MAX_WORKERS)
 
     event_loop = doc.get("event_loop", AdmissionConfig.event_loop)
     if event_loop not in EVENT_LOOPS:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ConfigError",
     "OpaEndpoint",
+    "integer",
     "number",
     "only",
     "opa_section",
@@ -128,6 +129,18 @@ def number(section: Mapping[str, Any], key: str, name: str, default: float, *, p
         raise ConfigError(name, f"{value}: must be >= 0")
     if maximum is not None and value > maximum:
         raise ConfigError(name, f"{value}: must be <= {maximum:g}")
+    return value
+
+
+def integer(section: Mapping[str, Any], key: str, name: str, default: int | None, *, minimum: int = 0,
+            maximum: int | None = None) -> int:
+    """``section[key]`` (or ``default``) as an integer from ``minimum`` to ``maximum``; a bool,
+    a float or a missing value without a default is a :class:`ConfigError` naming the range."""
+    value = section.get(key, default)
+    bounds = f"from {minimum} to {maximum}" if maximum is not None else f">= {minimum}"
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum or (
+            maximum is not None and value > maximum):
+        raise ConfigError(name, f"{value!r}: must be an integer {bounds}")
     return value
 
 

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common.config import ConfigError, number, only
+from common.config import ConfigError, integer, number, only
 
 __all__ = [
     "DEFAULT_BIN_DIR",
@@ -215,7 +215,7 @@ def _plugin(entry: Any, where: str, default_timeout: float, socket_dir: Path) ->
         if not isinstance(sock, str) or not sock:
             raise ConfigError(f"{where}.socket", "must be a non-empty path")
         return PluginSpec(name, kind, timeout, socket=socket_dir / sock)
-    port = entry.get("port")
-    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
-        raise ConfigError(f"{where}.port", f"{port!r}: required for a grpc plugin, 1-65535")
+    if "port" not in entry:
+        raise ConfigError(f"{where}.port", "required for a grpc plugin")
+    port = integer(entry, "port", f"{where}.port", None, minimum=1, maximum=65535)
     return PluginSpec(name, kind, timeout, port=port)
