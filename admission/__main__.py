@@ -11,26 +11,13 @@ import logging
 import sys
 from typing import Sequence
 
-from admission.config import AdmissionConfig, ConfigError, load_config
-from admission.webhook import COMPONENT, Webhook
+from admission.config import ConfigError, load_config
+from admission.webhook import COMPONENT, serve
 from admission.workers import supervise
 from common.eventloop import run
 from common.logs import configure_logging
-from common.shutdown import stop_on_signals
 
 log = logging.getLogger("admission")
-
-
-async def serve(config: AdmissionConfig) -> None:
-    """Start the webhook, wait for a termination signal, stop gracefully."""
-    stop = stop_on_signals()
-    webhook = Webhook(config)
-    await webhook.start()
-    try:
-        await stop.wait()
-        log.info("termination signal received; shutting down gracefully")
-    finally:
-        await webhook.stop()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -29,8 +29,9 @@ from common.eventloop import loop_name
 from common.events import EventRecorder
 from common.kube_client import new_api_client
 from common.opa_client import OpaClient, OpaSettings
+from common.shutdown import stop_on_signals
 
-__all__ = ["COMPONENT", "Webhook"]
+__all__ = ["COMPONENT", "Webhook", "serve"]
 
 log = logging.getLogger(__name__)
 
@@ -148,3 +149,15 @@ class Webhook:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+
+async def serve(config: AdmissionConfig) -> None:
+    """Start the webhook, wait for a termination signal, stop gracefully."""
+    stop = stop_on_signals()
+    webhook = Webhook(config)
+    await webhook.start()
+    try:
+        await stop.wait()
+        log.info("termination signal received; shutting down gracefully")
+    finally:
+        await webhook.stop()

@@ -36,6 +36,9 @@ from multiprocessing.connection import wait
 from typing import Any
 
 from admission.config import AdmissionConfig
+from admission.webhook import COMPONENT, serve
+from common.eventloop import run
+from common.logs import configure_logging
 
 __all__ = ["supervise"]
 
@@ -61,10 +64,6 @@ def _worker(config: AdmissionConfig, index: int) -> None:
     """A worker process: the whole webhook, until SIGTERM/SIGINT."""
     # Stopped before serving (the webhook installs its own handlers when it starts): exit quietly.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
-    from admission.__main__ import serve
-    from admission.webhook import COMPONENT
-    from common.eventloop import run
-    from common.logs import configure_logging
 
     configure_logging(COMPONENT, config.log_level, fields={"worker": index})
     try:
