@@ -22,6 +22,11 @@ also validates the usable policies to name invalid ones). A last row times a
 constant rule of the pack on the same server and data: what any query costs
 there (HTTP, JSON, the server's own work), to subtract from the others.
 
+Each shape is measured twice in the run: with the bindings' subject index
+beside the data (``data.kubernetes_index``, as opa-kube-sync writes it:
+sync/subject_index.py), and, the baseline, without it (the pack then reads
+every binding).
+
 Servers, both loaded with the same modules and data, asked in alternating
 blocks (``--rounds``) so both see the same machine load:
 
@@ -48,7 +53,9 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import Opa, add_server_flags, pct  # noqa: E402
+from common.kube_client import Resource  # noqa: E402
 from devstack.schedulingpolicy import modules  # noqa: E402
+from sync.subject_index import subject_index  # noqa: E402
 
 QUERY_PATH = "io/k8s/federation/admission"
 RK = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -57,6 +64,9 @@ GROUP = "scheduling.fedplace.io"
 POLICIES = 200
 NAMESPACES = 250
 BINDINGS = 5_000
+CRB = Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings", False)
+RB = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", True)
+INDEXED, SCAN = "with the subject index", "baseline: no index"
 
 
 def team_spec(i: int) -> dict[str, Any]:
@@ -184,12 +194,24 @@ FLOOR = "floor: a constant rule of the pack"
 FLOOR_PATH = "io/k8s/federation/schedulingpolicy/prefix"
 
 
-async def _load(session: aiohttp.ClientSession, root: str, kube: dict[str, Any]) -> None:
+def index_of(kube: dict[str, Any]) -> dict[str, Any]:
+    """The subject index opa-kube-sync writes for ``kube``'s bindings."""
+    return {"clusterrolebindings": subject_index(CRB, kube["clusterrolebindings"]),
+            "rolebindings": subject_index(RB, kube["rolebindings"])}
+
+
+async def _load(session: aiohttp.ClientSession, root: str, kube: dict[str, Any], indexed: bool) -> None:
     for mid, src in modules().items():
         async with session.put(f"{root}/v1/policies/bench/{mid}", data=src) as r:
             assert r.status == 200, await r.text()
     async with session.put(f"{root}/v1/data/kubernetes", json=kube) as r:
         assert r.status == 204, await r.text()
+    if indexed:
+        async with session.put(f"{root}/v1/data/kubernetes_index", json=index_of(kube)) as r:
+            assert r.status == 204, await r.text()
+    else:
+        async with session.delete(f"{root}/v1/data/kubernetes_index") as r:
+            assert r.status in (204, 404), await r.text()
 
 
 async def _decide(session: aiohttp.ClientSession, root: str, path: str, obj: Any) -> Any:
@@ -213,14 +235,14 @@ def _expected(case: str) -> Callable[[Any], bool]:
     return CASES[case][1] if case in CASES else (lambda result: result == "SchedulingPolicy")
 
 
-async def measure(targets: dict[str, Opa], kube: dict[str, Any], n: int, rounds: int
+async def measure(targets: dict[str, Opa], kube: dict[str, Any], n: int, rounds: int, indexed: bool
                   ) -> dict[str, dict[str, list[float]]]:
     """{server: {decision: latencies}}: every server loaded with the pack and ``kube``, each
     decision checked once, then asked ``n`` times in ``rounds`` blocks alternating between servers."""
     sessions = {who: target.session() for who, target in targets.items()}
     try:
         for who, target in targets.items():
-            await _load(sessions[who], target.url, kube)
+            await _load(sessions[who], target.url, kube, indexed)
         out: dict[str, dict[str, list[float]]] = {who: {} for who in targets}
         asked = [(case, QUERY_PATH, obj) for case, (obj, _) in CASES.items()] + [(FLOOR, FLOOR_PATH, {})]
         for case, path, obj in asked:
@@ -247,18 +269,24 @@ async def run(args: argparse.Namespace) -> tuple[list[str], str]:
                 real = Opa(args.opa_url.rstrip("/").removesuffix("/v1"),
                            Path(args.opa_token_file) if args.opa_token_file else None)
                 await real.require_scratch()
-                real.owns(documents=("kubernetes",), policies=("bench/",))
+                real.owns(documents=("kubernetes", "kubernetes_index"), policies=("bench/",))
                 targets["real OPA"] = real
             described = "; ".join(f"{who} {t.url}" + ("" if t.external else " (devstack fedplace-engine, started "
                                                                               "by the benchmark)")
                                   for who, t in targets.items())
             for cluster_bindings in (250, BINDINGS) if args.worst_case else (250,):
-                results = await measure(targets, world(cluster_bindings), args.queries, args.rounds)
                 shape = f"{cluster_bindings:,} / {BINDINGS - cluster_bindings:,}"
+                kube = world(cluster_bindings)
+                results = {data: await measure(targets, kube, args.queries, args.rounds, data == INDEXED)
+                           for data in (INDEXED, SCAN)}
                 for case in [*CASES, FLOOR]:
-                    for who, lat in results.items():
-                        rows.append(f"| {shape} | {case} | {who} | {statistics.median(lat[case]):.2f} "
-                                    f"| {pct(lat[case], 99):.2f} |")
+                    for who in targets:
+                        p50 = {data: statistics.median(results[data][who][case]) for data in results}
+                        for data, by_server in results.items():
+                            lat = by_server[who][case]
+                            ratio = "" if data == SCAN else f"{p50[SCAN] / p50[INDEXED]:.2f}x"
+                            rows.append(f"| {shape} | {case} | {who} | {data} | {p50[data]:.2f} "
+                                        f"| {pct(lat, 99):.2f} | {ratio} |")
         finally:
             for target in targets.values():
                 await target.close()
@@ -278,8 +306,8 @@ def main() -> None:
           f"{args.queries} sequential decisions per row, over HTTP\n")
     rows, described = asyncio.run(run(args))
     print(f"Servers: {described}\n")
-    print("| bindings (cluster / namespaced) | decision | server | p50 (ms) | p99 (ms) |")
-    print("|---|---|---|---:|---:|")
+    print("| bindings (cluster / namespaced) | decision | server | data | p50 (ms) | p99 (ms) | baseline / indexed p50 |")
+    print("|---|---|---|---|---:|---:|---:|")
     print("\n".join(rows))
     print(f"\n- bench wall time: {time.perf_counter() - t0:.0f} s")
 

@@ -17,6 +17,10 @@ queries) until :meth:`ReplicationHandler.wake`. A relist discards pending
 events (the list supersedes them) under the same lock the flusher writes
 under, so an old event can never land after a newer list.
 
+The RBAC binding types also get a subject index beside the collection
+(:mod:`sync.subject_index`), rewritten from the informer's cache after each
+write of the collection and retried on its own when it fails.
+
 The informer of a type (:meth:`ReplicationHandler.informer_settings`) strips
 noise as objects arrive, so its cache holds what OPA gets, and excludes
 ``--replicate-ignore-namespaces`` with a field selector
@@ -45,6 +49,7 @@ from common.kube_client import Resource
 from common.opa_client import OpaClient, OpaRequestError, OpaUnavailable
 from common.secrets import LAST_APPLIED, without_secret_content
 from sync.signal import ChangeSignal
+from sync.subject_index import index_path, indexed, subject_index
 
 __all__ = ["LAST_APPLIED", "MAX_BATCH", "ReplicationHandler", "batch_ops", "layout", "namespace_field_selector",
            "object_path", "strip"]
@@ -173,6 +178,8 @@ class ReplicationHandler:
         self._pending: dict[str, _Pending] = {}
         self._held: dict[str, _Pending] = {}  # pending changes ``hold`` kept back, until wake()
         self._full_pending = False  # the whole collection still has to be written
+        self._indexed = indexed(resource)  # RBAC bindings: a subject index beside the collection
+        self._index_stale = False  # the index still has to be written
         self._present: set[str] = set()  # keys of the objects OPA holds (for the gauge)
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
@@ -244,11 +251,34 @@ class ReplicationHandler:
             self.on_opa_error()
             raise
         FULL_PUSHES.labels(self._label).inc()
+        if self._indexed:
+            await self._put_index(doc)
         if self.resource.namespaced:
             self._present = {f"{ns}/{name}" for ns, names in doc.items() for name in names}
         else:
             self._present = set(doc)
         OBJECTS.labels(self._label).set(len(self._present))
+
+    async def _put_index(self, collection: dict[str, Any]) -> None:
+        """Write the subject index of the ``collection`` document (:mod:`sync.subject_index`),
+        after the collection."""
+        self._index_stale = True
+        try:
+            await self.opa.put_data(index_path(self.root, self.resource), subject_index(self.resource, collection))
+        except OpaUnavailable:
+            self.on_opa_error()
+            raise
+        self._index_stale = False
+
+    async def _refresh_index(self) -> None:
+        """Rewrite the index from the informer's cache after object writes; a failure leaves it
+        stale, for the flusher to retry (its collection is written already)."""
+        if self.informer is None:
+            return
+        try:
+            await self._put_index(layout(self.resource, self.informer.objects.values(), self.ignore))
+        except Exception as exc:  # noqa: BLE001 - retried by the flusher, whatever it is
+            log.warning("subject index write failed; will retry", extra={"resource": self._label, "error": str(exc)})
 
     async def push_all(self) -> None:
         """Write the informer's whole cache again (after OPA lost its state)."""
@@ -290,10 +320,14 @@ class ReplicationHandler:
                         failures += 1
                         break
                     failures = 0
+                if self._indexed and not self._full_pending and (written or self._index_stale):
+                    await self._refresh_index()
+                    if self._index_stale:
+                        failures += 1
             OBJECTS.labels(self._label).set(len(self._present))
             if whole or written:
                 self._notify(None if whole else written)
-            if self._pending or self._full_pending:
+            if self._pending or self._full_pending or self._index_stale:
                 # Capped low: once OPA answers again, pending changes land within ~1 s.
                 await asyncio.sleep(min(1.0, 0.05 * 2 ** min(failures - 1, 5)) * random.uniform(0.8, 1.2))
                 self._wake.set()

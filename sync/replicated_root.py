@@ -9,13 +9,16 @@ with ``rego_recursion_error``. So opa-kube-sync writes this module, with the
 (and again after OPA lost its state); libraries call its functions instead.
 
 Contract of package ``io.k8s.federation.replicated`` (every function reads only
-``data.<root>``, so it never depends on a rule):
+``data.<root>`` or ``data.<root>_index``, so it never depends on a rule):
 
 * ``collection(plural)`` — every replicated object of the resource: for a
   namespaced one ``{namespace: {name: object}}``, for a cluster-scoped one
   ``{name: object}``; undefined when none is replicated.
 * ``namespaced_object(plural, namespace, name)`` — one namespaced object.
 * ``cluster_object(plural, name)`` — one cluster-scoped object.
+* ``subject_index(plural)`` — the RBAC bindings of ``plural`` by subject name
+  (:mod:`sync.subject_index`, under ``data.<root>_index``); undefined until
+  opa-kube-sync has written it.
 
 ``policies/lib/generated/replicated_root.rego`` is this module rendered for
 the default root, so the Rego under ``policies/`` compiles and is tested on its
@@ -44,6 +47,9 @@ collection(plural) := {ref}[plural]
 namespaced_object(plural, namespace, name) := {ref}[plural][namespace][name]
 
 cluster_object(plural, name) := {ref}[plural][name]
+
+# RBAC bindings by subject name (opa-kube-sync's index beside the mirror).
+subject_index(plural) := {index_ref}[plural]
 """
 
 
@@ -52,4 +58,5 @@ def render(root: str = DEFAULT_ROOT) -> str:
     if not root or "/" in root:
         raise ValueError(f"replicated data root must be one path segment, got {root!r}")
     ref = f"data[{json.dumps(root, ensure_ascii=False)}]"  # any segment, keywords included
-    return _TEMPLATE.format(root=root, policy_id=POLICY_ID, ref=ref)
+    index_ref = f"data[{json.dumps(root + '_index', ensure_ascii=False)}]"
+    return _TEMPLATE.format(root=root, policy_id=POLICY_ID, ref=ref, index_ref=index_ref)

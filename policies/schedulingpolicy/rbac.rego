@@ -78,29 +78,55 @@ subject_is(s) if {
 # ---- bindings and grants ------------------------------------------------------
 
 # ClusterRoleBindings, and RoleBindings of the pod's namespace, to the service
-# account. Every ClusterRoleBinding is read on every decision, so the rules
+# account: the bindings naming one of its subject names, then each binding's
+# subjects checked. The names are looked up in opa-kube-sync's subject index
+# (replicated.subject_index) when it is there, as Kubernetes' RBAC authorizer
+# groups bindings by subject; without it, every binding is read. The rules
 # read the replicated data where it is: a real OPA server converts stored data
-# as it is read (a binding's subjects when they are), but all of it when it is
-# passed to a function. A binding is first kept by a subject's name, then its
-# subjects are checked.
+# as it is read, but all of it when it is passed to a function.
 cluster_bindings contains binding if {
-	names := subject_names
 	bindings := replicated.collection("clusterrolebindings")
-	some name
-	names[bindings[name].subjects[_].name]
+	some name in cluster_binding_names
 	binding := bindings[name]
 	some s in binding.subjects
 	subject_is(s)
 }
 
 namespace_bindings contains binding if {
+	bindings := replicated.collection("rolebindings")[namespace]
+	some name in namespace_binding_names
+	binding := bindings[name]
+	some s in binding.subjects
+	subject_is(s)
+}
+
+# The names of the bindings naming one of the subject names.
+cluster_binding_names contains name if {
+	index := replicated.subject_index("clusterrolebindings")
+	some subject in subject_names
+	some name, _ in index[subject]
+}
+
+cluster_binding_names contains name if {
+	not replicated.subject_index("clusterrolebindings")
+	names := subject_names
+	bindings := replicated.collection("clusterrolebindings")
+	some name
+	names[bindings[name].subjects[_].name]
+}
+
+namespace_binding_names contains name if {
+	index := replicated.subject_index("rolebindings")
+	some subject in subject_names
+	some name, _ in index[namespace][subject]
+}
+
+namespace_binding_names contains name if {
+	not replicated.subject_index("rolebindings")
 	names := subject_names
 	bindings := replicated.collection("rolebindings")[namespace]
 	some name
 	names[bindings[name].subjects[_].name]
-	binding := bindings[name]
-	some s in binding.subjects
-	subject_is(s)
 }
 
 cluster_roles := replicated.collection("clusterroles")

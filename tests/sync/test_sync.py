@@ -27,6 +27,7 @@ from sync.app import SyncApp
 from sync.config import parse_args
 from sync.policies import STATUS_ANNOTATION
 from sync.replicate import LAST_APPLIED, layout, strip
+from sync.subject_index import subject_index
 from tests.fixtures.kube import ScratchNamespaces
 from tests.metrics import metric
 
@@ -34,6 +35,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CM = Resource("", "v1", "configmaps", True)
 RS = Resource("apps", "v1", "replicasets", True)
 CLUSTERS = Resource("federation.fedplace.io", "v1beta1", "clusters", False)
+CRB = Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings", False)
+RB = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", True)
 POLICY_NS = "kube-federation-scheduling-policy"
 NS = "apps"
 
@@ -440,6 +443,53 @@ async def test_custom_resource_cluster_scoped(kube, kube_api, opa, start_sync):
     assert set(got) == {"eu-1", "us-1"} and got["eu-1"]["kind"] == "Cluster"
     await kube_json(api, "DELETE", CLUSTERS.object_path("us-1"))
     await assert_in_sync(api, opa, CLUSTERS)
+
+
+def rbac_binding(name: str, subjects: list[dict[str, str]], namespace: str | None = None) -> dict[str, Any]:
+    kind = "RoleBinding" if namespace else "ClusterRoleBinding"
+    meta = {"name": name, **({"namespace": namespace} if namespace else {})}
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": meta,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+            "subjects": subjects}
+
+
+async def index_follows(api, opa, res: Resource) -> bool:
+    """OPA's subject index of ``res`` is the index of the API server's bindings."""
+    return (await opa_data(opa, "kubernetes_index", res.plural) or {}) == subject_index(res, await api_view(api, res))
+
+
+async def test_rbac_bindings_get_a_subject_index_that_follows_them(world, opa, start_sync):
+    """Beside the mirrored RBAC bindings, the sync keeps them by subject name
+    (data.kubernetes_index), through creates, subject changes, deletes and an OPA wipe."""
+    api = world
+    crb = f"fp-index-{NS}"
+    who = {"kind": "ServiceAccount", "name": f"sa-{NS}", "namespace": NS}
+    await kube_json(api, "POST", CRB.collection_path(), body=rbac_binding(crb, [who]))
+    try:
+        await kube_json(api, "POST", RB.collection_path(NS), body=rbac_binding("rb", [
+            {"kind": "Group", "name": f"system:serviceaccounts:{NS}", "apiGroup": "rbac.authorization.k8s.io"}], NS))
+        await start_sync("--replicate-cluster", "rbac.authorization.k8s.io/v1/clusterrolebindings",
+                         "--replicate", "rbac.authorization.k8s.io/v1/rolebindings")
+        await assert_in_sync(api, opa, CRB, RB)
+        await eventually(lambda: index_follows(api, opa, CRB), what="the ClusterRoleBinding index")
+        await eventually(lambda: index_follows(api, opa, RB), what="the RoleBinding index")
+        by_name = await opa_data(opa, "kubernetes_index", "clusterrolebindings", f"sa-{NS}")
+        assert by_name == {crb: True}
+        assert await opa_data(opa, "kubernetes_index", "rolebindings", NS) == {f"system:serviceaccounts:{NS}": {"rb": True}}
+
+        user = {"kind": "User", "name": f"user-{NS}", "apiGroup": "rbac.authorization.k8s.io"}
+        await kube_json(api, "PATCH", CRB.object_path(crb), body={"subjects": [user]},
+                        content_type="application/merge-patch+json")
+        await eventually(lambda: _eq(opa_data(opa, "kubernetes_index", "clusterrolebindings", f"user-{NS}"),
+                                     {crb: True}), what="the new subject in the index")
+        assert await opa_data(opa, "kubernetes_index", "clusterrolebindings", f"sa-{NS}") is None
+        await kube_json(api, "DELETE", RB.object_path("rb", NS))
+        await eventually(lambda: index_follows(api, opa, RB), what="the deleted RoleBinding out of the index")
+
+        await opa.wipe()
+        await eventually(lambda: index_follows(api, opa, CRB), what="the index restored after a wipe")
+    finally:
+        await kube_json(api, "DELETE", CRB.object_path(crb))
 
 
 async def _eq(awaitable: Awaitable[Any], value: Any) -> bool:

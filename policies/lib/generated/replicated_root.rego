@@ -10,3 +10,6 @@ collection(plural) := data["kubernetes"][plural]
 namespaced_object(plural, namespace, name) := data["kubernetes"][plural][namespace][name]
 
 cluster_object(plural, name) := data["kubernetes"][plural][name]
+
+# RBAC bindings by subject name (opa-kube-sync's index beside the mirror).
+subject_index(plural) := data["kubernetes_index"][plural]
