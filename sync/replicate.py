@@ -252,33 +252,31 @@ class ReplicationHandler:
             raise
         FULL_PUSHES.labels(self._label).inc()
         if self._indexed:
-            await self._put_index(doc)
+            await self._refresh_index(doc)
         if self.resource.namespaced:
             self._present = {f"{ns}/{name}" for ns, names in doc.items() for name in names}
         else:
             self._present = set(doc)
         OBJECTS.labels(self._label).set(len(self._present))
 
-    async def _put_index(self, collection: dict[str, Any]) -> None:
-        """Write the subject index of the ``collection`` document (:mod:`sync.subject_index`),
-        after the collection."""
+    async def _refresh_index(self, collection: dict[str, Any] | None = None) -> None:
+        """Write the subject index (:mod:`sync.subject_index`) of the ``collection`` document
+        just written, or of the informer's cache. Never raises: a failure leaves the index stale
+        for the flusher to retry, and never holds up the collection's own writes."""
+        if collection is None:
+            if self.informer is None:
+                return
+            collection = layout(self.resource, self.informer.objects.values(), self.ignore)
         self._index_stale = True
         try:
             await self.opa.put_data(index_path(self.root, self.resource), subject_index(self.resource, collection))
-        except OpaUnavailable:
-            self.on_opa_error()
-            raise
-        self._index_stale = False
-
-    async def _refresh_index(self) -> None:
-        """Rewrite the index from the informer's cache after object writes; a failure leaves it
-        stale, for the flusher to retry (its collection is written already)."""
-        if self.informer is None:
-            return
-        try:
-            await self._put_index(layout(self.resource, self.informer.objects.values(), self.ignore))
         except Exception as exc:  # noqa: BLE001 - retried by the flusher, whatever it is
+            if isinstance(exc, OpaUnavailable):
+                self.on_opa_error()
             log.warning("subject index write failed; will retry", extra={"resource": self._label, "error": str(exc)})
+            self._wake.set()
+            return
+        self._index_stale = False
 
     async def push_all(self) -> None:
         """Write the informer's whole cache again (after OPA lost its state)."""

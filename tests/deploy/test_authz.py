@@ -18,7 +18,9 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
+from common.kube_client import Resource
 from devstack.launch import ServerProcess
+from sync.subject_index import index_path
 from tests.deploy.conftest import DEPLOY, SCRIPTS, container, expand_env, flag, run
 
 AUTHZ = DEPLOY / "base" / "opa" / "authz.rego"
@@ -98,6 +100,9 @@ CASES = [
     ("sync", "PUT", ["v1", "data", "kubernetes", "replicasets"], True),
     ("sync", "PATCH", ["v1", "data", "kubernetes", "replicasets", "default", "web"], True),
     ("sync", "DELETE", ["v1", "data", "kubernetes", "clusters", "gce-europe-west1"], True),
+    ("sync", "PUT", ["v1", "data", "kubernetes_index", "clusterrolebindings"], True),
+    ("admission", "PUT", ["v1", "data", "kubernetes_index", "clusterrolebindings"], False),
+    ("sync", "PUT", ["v1", "data", "kubernetes_indexes"], False),
     ("sync", "GET", ["v1", "data", "fedplace_sync"], True),
     ("sync", "PUT", ["v1", "data", "fedplace_sync"], True),
     ("sync", "POST", ["v1", "data", "io", "k8s", "federation", "remediation", "notifications"], True),
@@ -148,6 +153,8 @@ def test_authz_constants_match_the_components_flags(authz: Rule, rendered):
     policy_namespaces = [a.split("=", 1)[1] for a in args if a.startswith("--policy-namespace=")]
     assert sorted(authz("policy_namespaces", {}, ENV)) == sorted(policy_namespaces)
     assert authz("replicate_root", {}, ENV) == flag(sync, "--replicate-path", "kubernetes")
+    crb = Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings", False)
+    assert authz("index_root", {}, ENV) == index_path(flag(sync, "--replicate-path", "kubernetes"), crb)[0]
     try:
         from sync.sentinel import SENTINEL_PATH
     except ImportError:

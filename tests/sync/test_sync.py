@@ -493,10 +493,14 @@ async def test_rbac_bindings_get_a_subject_index_that_follows_them(world, opa, s
 
 
 async def test_a_subject_index_write_that_fails_is_retried_on_its_own(world, opa, opa_proxy, start_sync, caplog):
-    """OPA refusing the index writes (500s) while the bindings change: the collection is
-    written as usual, and the index is written again until it matches."""
+    """OPA refusing the index writes — at the initial sync (403s: an authorization policy
+    that does not know the index yet) and while the bindings change (500s): the collection
+    is written as usual, and the index is written again until it matches."""
     api = world
+    await opa_proxy.set_faults({"fail": {"path": "/v1/data/kubernetes_index", "method": "PUT", "status": 403,
+                                         "count": 2}})
     await start_sync("--replicate-cluster", "rbac.authorization.k8s.io/v1/clusterrolebindings", opa=opa_proxy)
+    await assert_in_sync(api, opa, CRB)
     await eventually(lambda: index_follows(api, opa, CRB), what="the index")
     await opa_proxy.set_faults({"fail": {"path": "/v1/data/kubernetes_index", "method": "PUT", "status": 500,
                                          "count": 4}})
@@ -506,7 +510,7 @@ async def test_a_subject_index_write_that_fails_is_retried_on_its_own(world, opa
         await assert_in_sync(api, opa, CRB, timeout=15)
         await eventually(lambda: index_follows(api, opa, CRB), 15, "the index after the 500s")
         refused = [r for r in caplog.records if r.getMessage() == "subject index write failed; will retry"]
-        assert len(refused) == 4  # every refusal was met, and retried past
+        assert len(refused) == 6  # every refusal was met, and retried past
         assert await opa_data(opa, "kubernetes_index", "clusterrolebindings", f"u-{NS}") == {crb: True}
     finally:
         await kube_json(api, "DELETE", CRB.object_path(crb))

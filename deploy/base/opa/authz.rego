@@ -28,6 +28,9 @@ policy_namespaces := {"kube-federation-scheduling-policy"}
 
 replicate_root := "kubernetes"
 
+# opa-kube-sync's index of the replicated RBAC bindings (data.<replicate_root>_index).
+index_root := concat("", [replicate_root, "_index"])
+
 # opa-kube-sync's restart-detection sentinel (data.fedplace_sync).
 sentinel_root := "fedplace_sync"
 
@@ -81,13 +84,13 @@ allow if {
 	count(input.path) > 3
 }
 
-# opa-kube-sync: replicated objects and its sentinel, any method.
+# opa-kube-sync: replicated objects, their index and its sentinel, any method.
 allow if {
 	sync
 	input.method in {"GET", "PUT", "PATCH", "DELETE"}
 	input.path[0] == "v1"
 	input.path[1] == "data"
-	input.path[2] in {replicate_root, sentinel_root}
+	input.path[2] in {replicate_root, index_root, sentinel_root}
 }
 
 # opa-kube-sync's remediator: queries (POST evaluates, it never writes).
