@@ -12,7 +12,7 @@ import sys
 from typing import Sequence
 
 from admission.config import ConfigError, load_config
-from admission.webhook import COMPONENT, serve
+from admission.lifecycle import COMPONENT, serve
 from admission.workers import supervise
 from common.eventloop import run
 from common.logs import configure_logging

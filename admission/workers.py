@@ -36,7 +36,7 @@ from multiprocessing.connection import wait
 from typing import Any
 
 from admission.config import AdmissionConfig
-from admission.webhook import COMPONENT, serve
+from admission.lifecycle import COMPONENT, serve
 from common.eventloop import run
 from common.logs import configure_logging
 

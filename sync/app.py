@@ -28,7 +28,7 @@ from remediator.remediator import Remediator
 from sync import replicated_root
 from sync.config import SyncConfig
 from sync.opa_watch import Responsiveness, SlowRequest, WatchedOpaClient
-from sync.policies import PolicyHandler
+from sync.policy_loader import PolicyHandler
 from sync.replicate import ReplicationHandler
 from sync.sentinel import RestartDetector
 from sync.signal import ChangeSignal

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from common.kube_client import Resource
 from common.opa_client import OpaSettings
-from sync.policies import Limits
+from sync.policy_loader import Limits
 from remediator.config import RemediatorSettings, add_arguments as add_remediator_arguments
 from remediator.config import settings_from_args as remediator_settings
 

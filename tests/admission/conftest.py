@@ -16,7 +16,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from admission.config import config_from_mapping
-from admission.webhook import Webhook
+from admission.lifecycle import Webhook
 from common.kube_client import KubeApiError, kube_json
 from common.opa_client import OpaClient, OpaSettings
 from tests.fixtures.kube import ScratchNamespaces

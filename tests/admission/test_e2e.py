@@ -15,7 +15,7 @@ import trustme
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from admission.webhook import Webhook
+from admission.lifecycle import Webhook
 from common.kube_client import KubeApiError, kube_json
 from devstack.launch import ServerProcess
 from tests.admission.conftest import Harness, replicaset, review

@@ -221,7 +221,7 @@ def test_dockerignore_excludes(path: str):
     assert DockerIgnore(DOCKERIGNORE.read_text()).excluded(path)
 
 
-@pytest.mark.parametrize("path", ["pyproject.toml", "README.md", "common/opa_client.py", "admission/server.py",
+@pytest.mark.parametrize("path", ["pyproject.toml", "README.md", "common/opa_client.py", "admission/handler.py",
                                   "sync/__main__.py", "remediator/config.py"])
 def test_dockerignore_keeps(path: str):
     assert not DockerIgnore(DOCKERIGNORE.read_text()).excluded(path)

@@ -25,7 +25,7 @@ from devstack.federation import CLUSTER_CRD
 from sync import replicated_root
 from sync.app import SyncApp
 from sync.config import parse_args
-from sync.policies import STATUS_ANNOTATION
+from sync.policy_loader import STATUS_ANNOTATION
 from sync.replicate import LAST_APPLIED, layout, strip
 from sync.subject_index import subject_index
 from tests.fixtures.kube import ScratchNamespaces

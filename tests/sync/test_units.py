@@ -12,7 +12,7 @@ import pytest
 
 from common.kube_client import Resource
 from sync.config import DEFAULT_POLICY_NAMESPACE, parse_args
-from sync.policies import data_hash, module_ids, normalize_errors, reserved_package_error, status_value
+from sync.policy_loader import data_hash, module_ids, normalize_errors, reserved_package_error, status_value
 from sync.rego_scan import RegoScanError, package_clause
 from sync.replicate import LAST_APPLIED, batch_ops, layout, namespace_field_selector, object_path, retryable, strip
 from sync.signal import ChangeSignal

@@ -21,9 +21,9 @@ from aiohttp import web
 from kubernetes_asyncio import client
 
 from admission.config import AdmissionConfig
-from admission.policies import PolicyPresence
-from admission.server import build_app
-from admission.serving import listen
+from admission.presence import PolicyPresence
+from admission.handler import build_app
+from admission.listener import listen
 from admission.tls import ReloadingTLS
 from common.eventloop import loop_name
 from common.events import EventRecorder
@@ -98,7 +98,7 @@ class Webhook:
         self.runner = web.AppRunner(app, shutdown_timeout=cfg.shutdown_timeout, access_log=None)
         await self.runner.setup()
         try:
-            # Reading each request is bounded in time (admission/serving.py).
+            # Reading each request is bounded in time (admission/listener.py).
             self.listener = await listen(self.runner, cfg.listen_host, cfg.listen_port, ssl_context=ssl_ctx,
                                          read_timeout=cfg.read_timeout, idle_timeout=cfg.idle_timeout,
                                          reuse_port=cfg.reuse_port)

@@ -11,7 +11,7 @@ connections that sent nothing). Here:
   closed (:class:`BoundedRequestHandler`, armed on data, disarmed by
   :func:`head_received` when the application sees the request);
 * **body**: read by the handler within ``read_timeout`` (408 otherwise, see
-  ``admission.server.read_bounded``);
+  ``admission.handler.read_bounded``);
 * **TLS handshake**: ``read_timeout`` too, and so is the time the rest of a
   body not read (after a 408, 413 or 400) is drained so the client sees the
   answer (aiohttp's ``lingering_time``, 10 s by default);

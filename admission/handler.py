@@ -1,7 +1,7 @@
 """The HTTP side of the webhook: ``POST /mutate`` plus the ops routes.
 
 :class:`MutateHandler` reads the body (bounded), parses the AdmissionReview,
-asks :class:`~admission.policies.PolicyPresence` whether policies exist,
+asks :class:`~admission.presence.PolicyPresence` whether policies exist,
 queries OPA when needed, calls the pure :func:`~admission.decision.decide`
 and carries the decision out: the AdmissionReview answer, a Warning Event
 (off the request path; none on dry runs), metrics and one log line (after the
@@ -30,7 +30,7 @@ from admission.decision import Decision, OpaOutcome, decide, needs_query
 from admission.deferred import Deferred
 from admission.query import query_decision
 from admission.review import AdmissionRequest, BadReview, parse_review, review_response
-from admission.serving import send_now, timing_middleware
+from admission.listener import send_now, timing_middleware
 from common.events import EventRecorder, involved_object
 from common.jsonsafe import dumps
 from common.opa_client import OpaClient
