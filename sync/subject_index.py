@@ -3,9 +3,8 @@
 A policy that asks "which bindings name this service account" (the
 SchedulingPolicy pack's `use` check) would otherwise read every
 ClusterRoleBinding on every decision: OPA keeps no state between queries, so
-an index must be data. Kubernetes' RBAC authorizer answers the same question
-from bindings grouped by subject; opa-kube-sync keeps that grouping as a
-document of its own, derived from the mirror and never part of it:
+an index must be data. opa-kube-sync keeps the bindings grouped by subject
+name as a document of its own, derived from the mirror and never part of it:
 
 * ClusterRoleBindings: ``data.<root>_index.clusterrolebindings[<subject name>][<binding>] = true``
 * RoleBindings: ``data.<root>_index.rolebindings[<namespace>][<subject name>][<binding>] = true``

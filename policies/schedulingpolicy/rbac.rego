@@ -80,8 +80,8 @@ subject_is(s) if {
 # ClusterRoleBindings, and RoleBindings of the pod's namespace, to the service
 # account: the bindings naming one of its subject names, then each binding's
 # subjects checked. The names are looked up in opa-kube-sync's subject index
-# (replicated.subject_index) when it is there, as Kubernetes' RBAC authorizer
-# groups bindings by subject; without it, every binding is read. The rules
+# (replicated.subject_index) when it is there; without it, every binding is
+# read. The rules
 # read the replicated data where it is: a real OPA server converts stored data
 # as it is read, but all of it when it is passed to a function.
 cluster_bindings contains binding if {
