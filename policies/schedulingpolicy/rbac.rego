@@ -81,9 +81,9 @@ subject_is(s) if {
 # account: the bindings naming one of its subject names, then each binding's
 # subjects checked. The names are looked up in opa-kube-sync's subject index
 # (replicated.subject_index) when it is there; without it, every binding is
-# read. The rules
-# read the replicated data where it is: a real OPA server converts stored data
-# as it is read, but all of it when it is passed to a function.
+# read. The rules read the replicated data where it is: a real OPA server
+# converts stored data as it is read, but all of it when it is passed to a
+# function.
 cluster_bindings contains binding if {
 	bindings := replicated.collection("clusterrolebindings")
 	some name in cluster_binding_names
