@@ -105,19 +105,25 @@ Responder = Callable[[Review], Awaitable[dict[str, Any]]]
 
 @dataclass
 class WebhookServer:
+    """A test webhook: the reviews it received, the registration probes apart
+    (``register_webhook``'s, which may still arrive after it returned)."""
+
     url: str
     port: int
     reviews: list[Review]
+    probes: list[Review]
 
 
 @asynccontextmanager
 async def webhook_server(tls: WebhookTLS, respond: Responder) -> AsyncIterator[WebhookServer]:
     """An HTTPS admission webhook on 127.0.0.1 whose answer ``respond(review)`` builds."""
     reviews: list[Review] = []
+    probes: list[Review] = []
 
     async def handle(request: web.Request) -> web.Response:
         review = await request.json()
-        reviews.append(review)
+        probe = str(review.get("request", {}).get("name", "")).startswith(PROBE_PREFIX)
+        (probes if probe else reviews).append(review)
         response = await respond(review)
         return web.json_response({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
                                   "response": {"uid": review["request"]["uid"], **response}})
@@ -130,7 +136,7 @@ async def webhook_server(tls: WebhookTLS, respond: Responder) -> AsyncIterator[W
     await site.start()
     port = runner.addresses[0][1]
     try:
-        yield WebhookServer(f"https://127.0.0.1:{port}", port, reviews)
+        yield WebhookServer(f"https://127.0.0.1:{port}", port, reviews, probes)
     finally:
         await runner.cleanup()
 
@@ -145,7 +151,8 @@ async def register_webhook(api: client.ApiClient, body: dict[str, Any], hook: We
     A real kube-apiserver loads webhook configurations asynchronously, so the test probes: a
     dry-run ConfigMap ``webhook-probe-<n>`` in ``namespace`` until ``hook`` receives it or the
     answer names one of the configuration's webhooks (one that cannot be reached, say). The
-    probes' reviews are then removed from ``hook.reviews``."""
+    probes' reviews go to ``hook.probes``, never ``hook.reviews``: a slow webhook may receive
+    one after the API server gave up on it."""
     await client.AdmissionregistrationV1Api(api).create_mutating_webhook_configuration(body)
     names = [h["name"] for h in body["webhooks"]]
     deadline = asyncio.get_running_loop().time() + timeout
@@ -154,13 +161,12 @@ async def register_webhook(api: client.ApiClient, body: dict[str, Any], hook: We
         status, doc, _ = await raw(api, "POST", f"/api/v1/namespaces/{namespace}/configmaps",
                                    query=[("dryRun", "All")], body={"metadata": {"name": probe}})
         message = (doc or {}).get("message", "") if status >= 400 else ""
-        reached = any(r["request"].get("name") == probe for r in hook.reviews)
+        reached = any(r["request"].get("name") == probe for r in hook.probes)
         if reached or any(f'"{name}"' in message for name in names):
             break
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"webhook configuration {body['metadata']['name']} not in effect after {timeout}s")
         await asyncio.sleep(0.1)
-    hook.reviews[:] = [r for r in hook.reviews if not r["request"].get("name", "").startswith(PROBE_PREFIX)]
 
 
 def b64_patch(ops: list[dict[str, Any]]) -> str:

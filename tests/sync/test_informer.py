@@ -277,9 +277,15 @@ async def test_bookmarks_advance_the_resource_version(kube_api, kube_namespace, 
     other = await create_cm(api, "default", f"elsewhere-{ns}")  # a change this informer does not see
     try:
         # at least the change's RV: a real API server's own writes (its leases, the `kubernetes`
-        # Endpoints) may have moved the RV further by the time the bookmark is sent
-        await eventually(lambda: int(inf.resource_version) >= int(other["metadata"]["resourceVersion"]), 10,
-                         "a bookmark to advance the RV")
+        # Endpoints) may have moved the RV further by the time the bookmark is sent. Bookmarks are
+        # best effort (one CI run on 2 busy cores saw none in 10 s, i.e. three watches): the wait
+        # is long, and a failure says what the informer went through meanwhile.
+        try:
+            await eventually(lambda: int(inf.resource_version) >= int(other["metadata"]["resourceVersion"]), 30,
+                             "a bookmark to advance the RV")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: RV {before} -> {inf.resource_version}, change at "
+                                 f"{other['metadata']['resourceVersion']}; informer {inf.stats}") from None
         assert inf.resource_version != before and rec.events == []
     finally:
         await kube_json(api, "DELETE", CM.object_path(other["metadata"]["name"], "default"))
