@@ -2,7 +2,8 @@
 # One image for both long-running components; the Deployment picks the command:
 #   fedplace-admission   the mutating admission webhook
 #   opa-kube-sync        OPA's sidecar (replication, policy loading, remediation)
-# The devstack (development-only stand-ins) is not included.
+#   fedplace             the CLI (explain, what-if, report, limits), OPA's library included
+# The devstack (development-only stand-ins, its own distribution) is not included.
 #
 #   docker build -t REGISTRY/fedplace:TAG .
 #
@@ -17,18 +18,25 @@ ENV PIP_NO_CACHE_DIR=1 \
 RUN python -m venv /opt/fedplace
 WORKDIR /src
 COPY pyproject.toml README.md ./
+# The package fedplace and the folders pyproject.toml's package-dir maps into it.
+COPY fedplace/ fedplace/
 COPY common/ common/
 COPY admission/ admission/
 COPY sync/ sync/
 COPY remediator/ remediator/
 COPY insight/ insight/
-# Not editable, no extras: only the runtime dependencies of pyproject.toml.
+COPY nodeadmit/ nodeadmit/
+# Not editable, no extras: only the runtime dependencies of pyproject.toml. Then OPA's
+# own library at fedplace's one pin (`fedplace what-if` evaluates with it; its metadata
+# asks for Python >= 3.14 but it works on 3.11, hence the flags; it has no dependencies).
 # Byte-code is compiled here, as the runtime root filesystem is read-only.
 RUN /opt/fedplace/bin/pip install . \
+ && /opt/fedplace/bin/pip install --ignore-requires-python --no-deps -r insight/opa-bindings.txt \
  && /opt/fedplace/bin/python -m compileall -q /opt/fedplace/lib \
  && /opt/fedplace/bin/fedplace-admission --help >/dev/null \
  && /opt/fedplace/bin/opa-kube-sync --help >/dev/null \
- && /opt/fedplace/bin/fedplace --help >/dev/null
+ && /opt/fedplace/bin/fedplace --help >/dev/null \
+ && /opt/fedplace/bin/python -c "import opa_bindings"
 
 # -- runtime: the virtualenv on a clean base, no build tools, not root ---------------
 FROM ${PYTHON_IMAGE}

@@ -11,15 +11,18 @@ export no_proxy := $(NO_PROXY)
 install: $(STAMP)
 
 # OPA's own compiler and evaluator (OPA 1.20 as a c-shared library): the compiler
-# of record, the devstack engine's evaluator and what runs the Rego tests. Its metadata asks for
-# Python >= 3.14 but it works on 3.11, hence the flags; it has no dependencies.
-OPA_BINDINGS := opa-golib-python-bindings==0.4.4
+# of record, the devstack engine's evaluator, what runs the Rego tests and `fedplace
+# what-if`'s evaluator. Pinned in insight/opa-bindings.txt, which the Dockerfile and
+# what-if's error message read too. Its metadata asks for Python >= 3.14 but it works on
+# 3.11, hence the flags; it has no dependencies.
+OPA_BINDINGS := insight/opa-bindings.txt
 
-$(STAMP): pyproject.toml Makefile
+# fedplace (editable, with the test extra) and the devstack, its own distribution.
+$(STAMP): pyproject.toml devstack/pyproject.toml $(OPA_BINDINGS) Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
-	$(PY) -m pip install --quiet --ignore-requires-python --no-deps '$(OPA_BINDINGS)'
+	$(PY) -m pip install --quiet -e '.[test]' -e ./devstack
+	$(PY) -m pip install --quiet --ignore-requires-python --no-deps -r $(OPA_BINDINGS)
 	touch $(STAMP)
 
 test: $(STAMP)

@@ -2,7 +2,7 @@
 
 Exit codes: 0 after a graceful shutdown, 2 for invalid configuration (the
 message names the field), 1 when the server cannot start. With ``--workers N``
-(N > 1) this process supervises N serving processes (:mod:`admission.workers`).
+(N > 1) this process supervises N serving processes (:mod:`fedplace.admission.workers`).
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ import logging
 import sys
 from typing import Sequence
 
-from admission.config import ConfigError, load_config
-from admission.lifecycle import COMPONENT, serve
-from admission.workers import supervise
-from common.eventloop import run
-from common.logs import configure_logging
+from fedplace.admission.config import ConfigError, load_config
+from fedplace.admission.lifecycle import COMPONENT, serve
+from fedplace.admission.workers import supervise
+from fedplace.common.eventloop import run
+from fedplace.common.logs import configure_logging
 
-log = logging.getLogger("admission")
+log = logging.getLogger("fedplace.admission")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -38,15 +38,15 @@ import argparse
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from common.config import (ConfigError, OpaEndpoint, integer, opa_section, read_config_file, retry_section,
-                           split_opa_url)
-from common.config import number as _number
-from common.config import only as _only
-from common.config import readable as _readable
-from common.config import section as _section
-from common.config import string as _string
-from common.eventloop import EVENT_LOOPS
-from common.retry import Backoff
+from fedplace.common.config import (ConfigError, OpaEndpoint, integer, opa_section, read_config_file, retry_section,
+                                    split_opa_url)
+from fedplace.common.config import number as _number
+from fedplace.common.config import only as _only
+from fedplace.common.config import readable as _readable
+from fedplace.common.config import section as _section
+from fedplace.common.config import string as _string
+from fedplace.common.eventloop import EVENT_LOOPS
+from fedplace.common.retry import Backoff
 
 __all__ = [
     "AdmissionConfig",
@@ -81,7 +81,7 @@ class TlsConfig:
 
 @dataclass(frozen=True)
 class OpaConfig(OpaEndpoint):
-    """The ``opa`` section (:func:`common.config.opa_section`), the federation decision by default."""
+    """The ``opa`` section (:func:`fedplace.common.config.opa_section`), the federation decision by default."""
 
     decision_path: str = DEFAULT_DECISION_PATH
 

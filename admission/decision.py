@@ -2,7 +2,7 @@
 
 :func:`decide` maps (the request, whether policies exist, what the query step
 got from OPA) onto a :class:`Decision`. No I/O: the HTTP handler runs the
-query (:mod:`admission.query`) only when :func:`needs_query` says so, then
+query (:mod:`fedplace.admission.query`) only when :func:`needs_query` says so, then
 calls :func:`decide`, and carries out the result (response, Event, metrics).
 
 Rules (docs/admission.md, "Decision contract" and "Failure semantics"):
@@ -29,10 +29,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from admission.patches import InvalidPatch, build_patch
-from admission.review import AdmissionRequest
-from common.annotations import canonical_value
-from common.opa_query import OpaOutcome
+from fedplace.admission.patches import InvalidPatch, build_patch
+from fedplace.admission.review import AdmissionRequest
+from fedplace.common.annotations import canonical_value
+from fedplace.common.opa_query import OpaOutcome
 
 __all__ = [
     "Decision",

@@ -1,11 +1,11 @@
 """The HTTP side of the webhook: ``POST /mutate`` plus the ops routes.
 
 :class:`MutateHandler` reads the body (bounded), parses the AdmissionReview,
-asks :class:`~admission.presence.PolicyPresence` whether policies exist,
-queries OPA when needed, calls the pure :func:`~admission.decision.decide`
+asks :class:`~fedplace.admission.presence.PolicyPresence` whether policies exist,
+queries OPA when needed, calls the pure :func:`~fedplace.admission.decision.decide`
 and carries the decision out: the AdmissionReview answer, a Warning Event
 (off the request path; none on dry runs), metrics and one log line (after the
-answer is written, while the webhook next waits: :mod:`admission.deferred`).
+answer is written, while the webhook next waits: :mod:`fedplace.admission.deferred`).
 
 Bad input is answered 400 (413 for an oversized body, 408 for one not sent
 within ``read_timeout``) with a JSON ``{"error": …}``, logged once at WARNING
@@ -24,19 +24,19 @@ from typing import Any, Awaitable, Callable, Protocol
 
 from aiohttp import http_exceptions, web
 
-from admission import metrics
-from admission.config import AdmissionConfig
-from admission.decision import Decision, OpaOutcome, decide, needs_query
-from admission.deferred import Deferred
-from admission.query import query_decision
-from admission.review import AdmissionRequest, BadReview, parse_review, review_response
-from admission.listener import send_now, timing_middleware
-from common.events import EventRecorder, involved_object
-from common.jsonsafe import dumps
-from common.opa_client import OpaClient
-from common.ops_http import add_ops_routes
-from common.retry import Deadline
-from common.secrets import without_secret_content
+from fedplace.admission import metrics
+from fedplace.admission.config import AdmissionConfig
+from fedplace.admission.decision import Decision, OpaOutcome, decide, needs_query
+from fedplace.admission.deferred import Deferred
+from fedplace.admission.query import query_decision
+from fedplace.admission.review import AdmissionRequest, BadReview, parse_review, review_response
+from fedplace.admission.listener import send_now, timing_middleware
+from fedplace.common.events import EventRecorder, involved_object
+from fedplace.common.jsonsafe import dumps
+from fedplace.common.opa_client import OpaClient
+from fedplace.common.ops_http import add_ops_routes
+from fedplace.common.retry import Deadline
+from fedplace.common.secrets import without_secret_content
 
 __all__ = ["MutateHandler", "PolicyState", "build_app", "error_middleware"]
 
@@ -50,7 +50,7 @@ class PolicyState(Protocol):
 
 
 def json_answer(doc: Any, status: int = 200) -> web.Response:
-    """``web.json_response``, serialised by ``orjson`` (:func:`common.jsonsafe.dumps`)."""
+    """``web.json_response``, serialised by ``orjson`` (:func:`fedplace.common.jsonsafe.dumps`)."""
     return web.Response(body=dumps(doc), status=status, content_type="application/json", charset="utf-8")
 
 
@@ -225,7 +225,7 @@ class MutateHandler:
 def build_app(config: AdmissionConfig, opa: OpaClient, policies: PolicyState,
               recorder: EventRecorder | None = None, deferred: Deferred | None = None) -> web.Application:
     """The aiohttp application: POST /mutate, /healthz, /readyz, /metrics (``deferred``: where
-    answered requests' bookkeeping waits, a :class:`~admission.deferred.Deferred` by default)."""
+    answered requests' bookkeeping waits, a :class:`~fedplace.admission.deferred.Deferred` by default)."""
     # The body is read (bounded) by the handler, so the framework limit only guards other routes.
     app = web.Application(middlewares=[timing_middleware, error_middleware], client_max_size=config.max_body_bytes + 1)
     handler = MutateHandler(config, opa, policies, recorder, deferred or Deferred())

@@ -20,16 +20,16 @@ from typing import Any
 from aiohttp import web
 from kubernetes_asyncio import client
 
-from admission.config import AdmissionConfig
-from admission.presence import PolicyPresence
-from admission.handler import build_app
-from admission.listener import listen
-from admission.tls import ReloadingTLS
-from common.eventloop import loop_name
-from common.events import EventRecorder
-from common.kube_client import new_api_client
-from common.opa_client import OpaClient, OpaSettings
-from common.shutdown import stop_on_signals
+from fedplace.admission.config import AdmissionConfig
+from fedplace.admission.presence import PolicyPresence
+from fedplace.admission.handler import build_app
+from fedplace.admission.listener import listen
+from fedplace.admission.tls import ReloadingTLS
+from fedplace.common.eventloop import loop_name
+from fedplace.common.events import EventRecorder
+from fedplace.common.kube_client import new_api_client
+from fedplace.common.opa_client import OpaClient, OpaSettings
+from fedplace.common.shutdown import stop_on_signals
 
 __all__ = ["COMPONENT", "Webhook", "serve"]
 

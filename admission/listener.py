@@ -35,11 +35,11 @@ from typing import Any
 
 from aiohttp import http_exceptions, web
 
-from admission import metrics
+from fedplace.admission import metrics
 
 __all__ = ["BoundedRequestHandler", "ServerLog", "listen", "send_now", "timing_middleware"]
 
-log = logging.getLogger("admission.http")
+log = logging.getLogger("fedplace.admission.http")
 
 _CLIENT_ERRORS = (http_exceptions.HttpProcessingError, web.RequestPayloadError, ConnectionError, asyncio.TimeoutError)
 

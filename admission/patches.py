@@ -2,7 +2,7 @@
 
 The merge step of the federation plugin (``merge.go``): the policy's
 ``annotations`` become RFC 6902 operations through
-:func:`common.annotations.annotation_json_patch` (the one function shared with
+:func:`fedplace.common.annotations.annotation_json_patch` (the one function shared with
 the remediator, so values never flap), then the policy's own ``patch``
 operations, then each pack's ``patches[<pack>]`` in pack-name order, all
 validated, are appended. The combined patch is proven to apply to the object
@@ -24,7 +24,7 @@ from typing import Any, Mapping
 import jsonpatch
 import jsonpointer
 
-from common.annotations import annotation_json_patch
+from fedplace.common.annotations import annotation_json_patch
 
 __all__ = ["ALLOWED_OPS", "ALLOWED_ROOTS", "InvalidPatch", "build_patch", "pack_patches", "validate_policy_patch"]
 

@@ -1,7 +1,7 @@
 """Whether placement policies exist — from a ConfigMap informer, never a List per request.
 
 Policies exist ⇔ the policy namespace holds at least one ConfigMap (bar
-``kube-root-ca.crt``, see :mod:`common.policy_configmaps`). Until the
+``kube-root-ca.crt``, see :mod:`fedplace.common.policy_configmaps`). Until the
 informer's first list has completed, we do not know, and act as if they exist
 (fail closed is the safe default).
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from kubernetes_asyncio import client
 
-from common.informer import Informer, InformerSettings
-from common.policy_configmaps import CONFIGMAPS, policy_informer_settings
+from fedplace.common.informer import Informer, InformerSettings
+from fedplace.common.policy_configmaps import CONFIGMAPS, policy_informer_settings
 
 __all__ = ["PolicyPresence"]
 

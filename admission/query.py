@@ -1,21 +1,21 @@
 """Asking OPA for the admission decision — the federation plugin's ``query.go``.
 
-:func:`query_decision` is :func:`common.opa_query.query_within_deadline` (POST
+:func:`query_decision` is :func:`fedplace.common.opa_query.query_within_deadline` (POST
 ``{"input": <object>}``, retries with backoff and jitter inside one deadline,
 ``Retry-After`` honoured, OPA's own last failure reported) with the webhook's
 metrics attached. It never raises for an OPA failure: the result is an
-:class:`~admission.decision.OpaOutcome` for :func:`~admission.decision.decide`.
+:class:`~fedplace.admission.decision.OpaOutcome` for :func:`~fedplace.admission.decision.decide`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from admission import metrics
-from admission.decision import OpaOutcome
-from common.opa_client import OpaClient
-from common.opa_query import QueryHooks, query_within_deadline
-from common.retry import Backoff, Deadline
+from fedplace.admission import metrics
+from fedplace.admission.decision import OpaOutcome
+from fedplace.common.opa_client import OpaClient
+from fedplace.common.opa_query import QueryHooks, query_within_deadline
+from fedplace.common.retry import Backoff, Deadline
 
 __all__ = ["query_decision"]
 

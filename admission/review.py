@@ -13,7 +13,7 @@ import base64
 from dataclasses import dataclass, field
 from typing import Any
 
-from common.jsonsafe import DEFAULT_MAX_DEPTH, JsonRejected, dumps, loads_bounded
+from fedplace.common.jsonsafe import DEFAULT_MAX_DEPTH, JsonRejected, dumps, loads_bounded
 
 __all__ = ["AdmissionRequest", "BadReview", "SUPPORTED_API_VERSIONS", "parse_review", "review_response"]
 
@@ -61,7 +61,7 @@ class AdmissionRequest:
 
 def parse_review(body: bytes, max_depth: int = DEFAULT_MAX_DEPTH) -> AdmissionRequest:
     """Parse and validate an AdmissionReview request body (nesting bounded by ``max_depth``
-    before parsing; NaN/Infinity refused: see :mod:`common.jsonsafe`)."""
+    before parsing; NaN/Infinity refused: see :mod:`fedplace.common.jsonsafe`)."""
     if not body.strip():
         raise BadReview("empty body: expected an AdmissionReview JSON document")
     try:

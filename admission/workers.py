@@ -35,14 +35,14 @@ import time
 from multiprocessing.connection import wait
 from typing import Any
 
-from admission.config import AdmissionConfig
-from admission.lifecycle import COMPONENT, serve
-from common.eventloop import run
-from common.logs import configure_logging
+from fedplace.admission.config import AdmissionConfig
+from fedplace.admission.lifecycle import COMPONENT, serve
+from fedplace.common.eventloop import run
+from fedplace.common.logs import configure_logging
 
 __all__ = ["supervise"]
 
-log = logging.getLogger("admission.workers")
+log = logging.getLogger("fedplace.admission.workers")
 
 METRICS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -71,7 +71,7 @@ def _worker(config: AdmissionConfig, index: int) -> None:
     except KeyboardInterrupt:
         pass
     except Exception as exc:  # noqa: BLE001 - one line, as the single-process command
-        logging.getLogger("admission").error("admission webhook failed",
+        logging.getLogger("fedplace.admission").error("admission webhook failed",
                                              extra={"error": f"{exc.__class__.__name__}: {exc}"})
         sys.exit(1)
 

@@ -328,7 +328,7 @@ async def prepare(srv: Any, tmp: Path) -> str:
     prefs = (result.get("annotations") or {}).get(PREFERENCES) or {}  # an object: the webhook serialises it
     assert not result.get("errors") and len(prefs.get("clusters", {})) == 2, result  # EU and PCI >= 2: 2 of 10
 
-    from common.kube_client import kube_json
+    from fedplace.common.kube_client import kube_json
 
     ns = await kube.namespace("policy")
     await kube_json(kube.api, "POST", f"/api/v1/namespaces/{ns}/configmaps", body={
@@ -339,7 +339,7 @@ async def prepare(srv: Any, tmp: Path) -> str:
 
 def start_webhook(name: str, srv: Any, ns: str, tmp: Path, args: argparse.Namespace,
                   tls: tuple[Path, Path, Path] | None, event_loop: str = "auto") -> ServerProcess:
-    flags = ["-m", "admission", "--listen", "127.0.0.1:{port}", "--kubeconfig", str(srv.kube.kubeconfig),
+    flags = ["-m", "fedplace.admission", "--listen", "127.0.0.1:{port}", "--kubeconfig", str(srv.kube.kubeconfig),
              "--opa-url", srv.opa.url, "--policy-namespace", ns, "--log-level", "info", "--event-loop", event_loop]
     if srv.opa.token_file:
         flags += ["--opa-token-file", str(srv.opa.token_file)]

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from kubernetes_asyncio import client, config
 
-from common.kube_client import KubeApiError, kube_json
+from fedplace.common.kube_client import KubeApiError, kube_json
 from devstack.launch import ServerProcess
 from devstack.scratch import delete_crd, delete_namespace, install_crd, unique_name
 

@@ -54,11 +54,11 @@ sys.path.insert(0, str(ROOT))
 import yaml  # noqa: E402
 
 from bench.common import Opa, add_server_flags, devstack_only, servers  # noqa: E402
-from common.annotations import canonical_value  # noqa: E402
-from insight import page, whatif  # noqa: E402
-from insight.evaluate import BindingsEvaluator  # noqa: E402
-from insight.view import build_view  # noqa: E402
-from sync import replicated_root  # noqa: E402
+from fedplace.common.annotations import canonical_value  # noqa: E402
+from fedplace.insight import page, whatif  # noqa: E402
+from fedplace.insight.evaluate import BindingsEvaluator  # noqa: E402
+from fedplace.insight.view import build_view  # noqa: E402
+from fedplace.sync import replicated_root  # noqa: E402
 
 MANIFEST = ROOT / "deploy/base/policies/policies.yaml"
 EU = "policy.federation.alpha.kubernetes.io/eu-jurisdiction-required"

@@ -36,10 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import add_server_flags, pct, servers  # noqa: E402
 from devstack.launch import free_port  # noqa: E402
 from devstack.nodeadmit_demo import pack_modules, port_open  # noqa: E402
-from nodeadmit.config import ManagerConfig  # noqa: E402
-from nodeadmit.manager import AdmissionPluginManager  # noqa: E402
-from nodeadmit.result import AdmitResult  # noqa: E402
-from nodeadmit.serve import serve_grpc, serve_socket  # noqa: E402
+from fedplace.nodeadmit.config import ManagerConfig  # noqa: E402
+from fedplace.nodeadmit.manager import AdmissionPluginManager  # noqa: E402
+from fedplace.nodeadmit.result import AdmitResult  # noqa: E402
+from fedplace.nodeadmit.serve import serve_grpc, serve_socket  # noqa: E402
 
 SCRIPTS = Path(sys.executable).parent
 POLICY_PREFIX = "bench-nodeadmission/"
@@ -195,7 +195,7 @@ def console_script(node: Node, runs: int) -> None:
 
 
 async def main_async(args: argparse.Namespace) -> None:
-    logging.getLogger("nodeadmit").setLevel(logging.ERROR)  # a warning per rejected pod is not a figure
+    logging.getLogger("fedplace.nodeadmit").setLevel(logging.ERROR)  # a warning per rejected pod is not a figure
     with tempfile.TemporaryDirectory(prefix="bench-nodeadmit-") as tmp:
         node = Node(Path(tmp) / "node")
         try:

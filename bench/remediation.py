@@ -35,11 +35,11 @@ from kubernetes_asyncio import client
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import add_server_flags, post_all, servers  # noqa: E402
-from common.kube_client import kube_json, kube_stream  # noqa: E402
+from fedplace.common.kube_client import kube_json, kube_stream  # noqa: E402
 from devstack.federation import CLUSTER_CRD, CLUSTERS_PATH, cluster  # noqa: E402
 from devstack.launch import ServerProcess, wait_http  # noqa: E402
-from sync import replicated_root  # noqa: E402
-from sync.sentinel import SENTINEL_PATH  # noqa: E402
+from fedplace.sync import replicated_root  # noqa: E402
+from fedplace.sync.sentinel import SENTINEL_PATH  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PREFS = "federation.kubernetes.io/replica-set-preferences"
@@ -126,7 +126,7 @@ async def run(args: argparse.Namespace) -> None:
             "data": policy})])
 
         sync = ServerProcess("sync", [
-            "-m", "sync", *opa.sync_flags(), "--kubeconfig", str(kube.kubeconfig),
+            "-m", "fedplace.sync", *opa.sync_flags(), "--kubeconfig", str(kube.kubeconfig),
             "--listen", "127.0.0.1:{port}", "--replicate", "apps/v1/replicasets",
             "--replicate-cluster", "federation.fedplace.io/v1beta1/clusters", "--policy-namespace", policy_ns,
             "--remediate", "enforce", "--remediate-max-fraction", "1", "--remediate-debounce", "0.2",

@@ -34,11 +34,11 @@ from kubernetes_asyncio import client
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import Opa, add_server_flags, pct, post_all, proc_mb, servers  # noqa: E402
-from common.kube_client import kube_json  # noqa: E402
+from fedplace.common.kube_client import kube_json  # noqa: E402
 from devstack.federation import CLUSTER_CRD, CLUSTERS_PATH  # noqa: E402
 from devstack.launch import ServerProcess, wait_http  # noqa: E402
-from sync import replicated_root  # noqa: E402
-from sync.sentinel import SENTINEL_PATH  # noqa: E402
+from fedplace.sync import replicated_root  # noqa: E402
+from fedplace.sync.sentinel import SENTINEL_PATH  # noqa: E402
 
 NAMESPACES = 20
 RS_PATH = "/apis/apps/v1/replicasets"
@@ -98,7 +98,7 @@ async def run(args: argparse.Namespace) -> None:
               file=sys.stderr)
 
         sync = ServerProcess("sync", [
-            "-m", "sync", *opa.sync_flags(), "--kubeconfig", str(kube.kubeconfig),
+            "-m", "fedplace.sync", *opa.sync_flags(), "--kubeconfig", str(kube.kubeconfig),
             "--listen", "127.0.0.1:{port}", "--replicate", "apps/v1/replicasets",
             "--replicate-cluster", "federation.fedplace.io/v1beta1/clusters", "--enable-policies=false",
             "--log-level", "warning"], "/healthz", tmp)

@@ -25,10 +25,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
-from common.retry import Backoff
+from fedplace.common.retry import Backoff
 
 if TYPE_CHECKING:
-    from common.opa_client import OpaSettings
+    from fedplace.common.opa_client import OpaSettings
 
 __all__ = [
     "ConfigError",
@@ -79,8 +79,9 @@ class OpaEndpoint:
         return self.decision_path[len("/v1/data/"):].strip("/")
 
     def settings(self) -> "OpaSettings":
-        """Client settings for :class:`common.opa_client.OpaClient`."""
-        from common.opa_client import OpaSettings  # not at import: the plugin manager's script never needs aiohttp
+        """Client settings for :class:`fedplace.common.opa_client.OpaClient`."""
+        # not at import: the plugin manager's script never needs aiohttp
+        from fedplace.common.opa_client import OpaSettings
 
         return OpaSettings(url=self.url, token=self.token, token_file=self.token_file, ca_file=self.ca_file,
                            timeout=self.timeout)

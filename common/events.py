@@ -30,7 +30,7 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from common.kube_client import KubeApiError, kube_json
+from fedplace.common.kube_client import KubeApiError, kube_json
 
 __all__ = ["EventRecorder", "InvolvedObject", "event_body", "involved_object"]
 

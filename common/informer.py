@@ -8,7 +8,7 @@ list-then-watch protocol of the API server:
    deleted while we were not watching disappear). The pages are asked for
    without ``InformerSettings.field_selector`` and filtered here: API servers
    1.22 to 1.24.2 drop matching objects from paged lists with a selector
-   (:mod:`common.field_selector`);
+   (:mod:`fedplace.common.field_selector`);
 2. a watch from the list's resourceVersion with ``allowWatchBookmarks``,
    ``timeoutSeconds`` and the field selector; each ADDED/MODIFIED/DELETED →
    ``handler.on_event``;
@@ -43,8 +43,8 @@ from typing import Any, AsyncIterator, Callable, Protocol
 import aiohttp
 from kubernetes_asyncio import client
 
-from common.field_selector import FieldSelector
-from common.kube_client import KubeApiError, Resource, kube_json, kube_stream
+from fedplace.common.field_selector import FieldSelector
+from fedplace.common.kube_client import KubeApiError, Resource, kube_json, kube_stream
 
 __all__ = ["Informer", "InformerHandler", "InformerSettings", "WatchExpired"]
 

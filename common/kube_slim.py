@@ -3,7 +3,7 @@
 ``import kubernetes_asyncio`` imports every generated API class and all ~800
 model classes: ~35 MB of a process's memory (opa-kube-sync: 81 MB resident
 before it holds a single object, 40 MB of it this import). The services talk
-to the API server in raw JSON only (:mod:`common.kube_client`: ``kube_json``,
+to the API server in raw JSON only (:mod:`fedplace.common.kube_client`: ``kube_json``,
 ``kube_stream``), so they need the transport (``ApiClient``,
 ``Configuration``, ``rest``) and kubeconfig loading (``config``), nothing else.
 

@@ -19,7 +19,7 @@ Bearer tokens come from a literal or a file that is re-read when it changes
 (so rotated tokens are picked up); tokens are never logged.
 
 Transport: aiohttp's client, or with ``OpaSettings(lean_http=True)`` (the
-webhook) the lean keep-alive pool of :mod:`common.opa_http`, cheaper per
+webhook) the lean keep-alive pool of :mod:`fedplace.common.opa_http`, cheaper per
 request; requests, answers and errors are the same either way.
 """
 
@@ -35,8 +35,8 @@ from urllib.parse import quote
 
 import aiohttp
 
-from common import jsonsafe
-from common.opa_http import OpaConnectionPool
+from fedplace.common import jsonsafe
+from fedplace.common.opa_http import OpaConnectionPool
 
 __all__ = [
     "OpaClient",

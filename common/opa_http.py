@@ -28,8 +28,8 @@ What it does, and what it does not:
   next request's.
 
 Errors are :class:`ConnectionError` (or :class:`OSError`, :class:`ssl.SSLError`
-from connecting); :class:`~common.opa_client.OpaClient` maps them onto
-:class:`~common.opa_client.OpaUnavailable` as it does aiohttp's.
+from connecting); :class:`~fedplace.common.opa_client.OpaClient` maps them onto
+:class:`~fedplace.common.opa_client.OpaUnavailable` as it does aiohttp's.
 """
 
 from __future__ import annotations

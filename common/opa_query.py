@@ -4,10 +4,10 @@ Both places that must answer within a caller's time limit ask OPA the same
 way: the admission webhook (for the API server's ``timeoutSeconds``) and the
 node admission plugin ``fedplace-node-admit`` (for the plugin manager's
 timeout). :func:`query_within_deadline` POSTs ``{"input": …}`` to a document
-with :class:`~common.opa_client.OpaClient`, retrying
-:class:`~common.opa_client.OpaUnavailable` (connection errors, timeouts, 429,
+with :class:`~fedplace.common.opa_client.OpaClient`, retrying
+:class:`~fedplace.common.opa_client.OpaUnavailable` (connection errors, timeouts, 429,
 5xx) with exponential backoff and jitter, honouring ``Retry-After``, all inside
-one :class:`~common.retry.Deadline`. Each attempt's timeout is
+one :class:`~fedplace.common.retry.Deadline`. Each attempt's timeout is
 ``min(per-attempt timeout, deadline.remaining())``. Malformed answers and other
 4xx are not retried. When the deadline cuts the last attempt short, the
 failure reported is OPA's own last one (e.g. its 500), not the cut.
@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from tenacity import RetryCallState
 
-from common.opa_client import (
+from fedplace.common.opa_client import (
     OpaClient,
     OpaError,
     OpaMalformedResponse,
@@ -34,7 +34,7 @@ from common.opa_client import (
     OpaUnavailable,
     OpaUndefined,
 )
-from common.retry import Backoff, Deadline, deadline_retrying
+from fedplace.common.retry import Backoff, Deadline, deadline_retrying
 
 __all__ = ["MIN_ATTEMPT_SECONDS", "OpaOutcome", "QueryHooks", "error_kind", "query_within_deadline"]
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from common.informer import InformerSettings
-from common.kube_client import Resource
+from fedplace.common.informer import InformerSettings
+from fedplace.common.kube_client import Resource
 
 __all__ = ["CONFIGMAPS", "NOT_POLICY", "policy_informer_settings"]
 

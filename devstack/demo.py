@@ -41,7 +41,7 @@ from typing import Any, Awaitable, Callable
 
 from kubernetes_asyncio import client, config
 
-from common.kube_client import KubeApiError, kube_json
+from fedplace.common.kube_client import KubeApiError, kube_json
 from devstack.demo_limitrange import limitrange_steps
 from devstack.demo_schedulingpolicy import CRDS as SCHEDULINGPOLICY_CRDS, SYNC_FLAGS as SCHEDULINGPOLICY_SYNC_FLAGS
 from devstack.demo_schedulingpolicy import schedulingpolicy_steps
@@ -215,7 +215,7 @@ async def demo_steps(api: client.ApiClient, work: Path, logs: Path, engine: Serv
 
     step(2, "Start opa-kube-sync (remediation enforced) and the admission webhook (TLS)")
     sync = started(ServerProcess("opa-kube-sync", [
-        "-m", "sync", "--opa-url", engine.url + "/v1", "--opa-token-file", str(work / "opa.token"),
+        "-m", "fedplace.sync", "--opa-url", engine.url + "/v1", "--opa-token-file", str(work / "opa.token"),
         "--kubeconfig", str(kubeconfig), "--listen", "127.0.0.1:{port}",
         "--replicate", "apps/v1/replicasets", "--replicate-cluster", "federation.fedplace.io/v1beta1/clusters",
         *[a for r in SELECTOR_RESOURCES for a in ("--replicate", r, "--remediate-resource", r)],
@@ -236,7 +236,7 @@ async def demo_steps(api: client.ApiClient, work: Path, logs: Path, engine: Serv
     (work / "tls.crt").write_bytes(cert_pem)
     (work / "tls.key").write_bytes(key_pem)
     admission = started(ServerProcess("admission", [
-        "-m", "admission", "--listen", "127.0.0.1:{port}",
+        "-m", "fedplace.admission", "--listen", "127.0.0.1:{port}",
         "--tls-cert-file", str(work / "tls.crt"), "--tls-private-key-file", str(work / "tls.key"),
         "--kubeconfig", str(kubeconfig), "--opa-url", engine.url,
         "--opa-token-file", str(work / "opa.token"), "--policy-namespace", POLICY_NS],

@@ -17,9 +17,9 @@ from typing import Any, Awaitable, Callable
 
 from kubernetes_asyncio import client
 
-from common.kube_client import KubeApiError, kube_json
-from common.opa_client import OpaSettings
-from insight import limits
+from fedplace.common.kube_client import KubeApiError, kube_json
+from fedplace.common.opa_client import OpaSettings
+from fedplace.insight import limits
 
 __all__ = ["limitrange_steps"]
 

@@ -35,7 +35,7 @@ from typing import Any
 import aiohttp
 from kubernetes_asyncio import client, config
 
-from common.kube_client import kube_json
+from fedplace.common.kube_client import kube_json
 from devstack.demo import DemoFailed, check, say, step
 from devstack.launch import ServerProcess, free_port
 from devstack.scratch import create_namespace

@@ -25,7 +25,7 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from common.kube_client import KubeApiError, kube_json
+from fedplace.common.kube_client import KubeApiError, kube_json
 
 __all__ = ["CRDS_PATH", "create_namespace", "delete_crd", "delete_namespace", "empty_namespace",
            "ensure_default_service_account", "install_crd", "namespaced_collections", "unique_name"]

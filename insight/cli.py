@@ -18,7 +18,7 @@ import asyncio
 import sys
 from typing import Sequence
 
-from insight import explain, limits, report, whatif
+from fedplace.insight import explain, limits, report, whatif
 
 __all__ = ["build_parser", "main"]
 

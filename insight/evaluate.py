@@ -2,14 +2,15 @@
 
 Two evaluators offer the same operations (load a module set and data, change
 modules as opa-kube-sync would, replace data, decide for many inputs, parse
-modules for :mod:`insight.inputs`):
+modules for :mod:`fedplace.insight.inputs`):
 
 * :class:`BindingsEvaluator` — OPA's own compiler and evaluator in process
   (``opa_bindings``, OPA 1.20 as a library). Nothing to run, and isolated by
   construction: an in-process engine cannot reach a server or an object. The
   wheel declares Python >= 3.14 and is installed with ``--ignore-requires-python
-  --no-deps`` (as ``make install`` does for the devstack and the tests), so it
-  is not a dependency of the production install.
+  --no-deps`` from its one pin, ``opa-bindings.txt`` beside this module (as the
+  Makefile and the image do), so it is not a dependency in pyproject.toml;
+  :func:`install_command` is the command, for messages.
 * :class:`ScratchOpaEvaluator` — an OPA server the caller owns (``opa run
   --server`` in a CI job, ideally the version production runs), given by
   ``--scratch-opa-url``. Its modules and the replicated root are replaced; it
@@ -28,16 +29,17 @@ import asyncio
 import hashlib
 import json
 from dataclasses import dataclass
+from importlib import resources
 from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import quote
 
-from common.opa_client import (OpaClient, OpaCompileError, OpaError, OpaRequestError, OpaSettings, OpaUndefined,
-                               normalise_base_url)
-from common.opa_errors import split_errors
-from insight.inputs import UNDEFINED, subset
+from fedplace.common.opa_client import (OpaClient, OpaCompileError, OpaError, OpaRequestError, OpaSettings,
+                                        OpaUndefined, normalise_base_url)
+from fedplace.common.opa_errors import split_errors
+from fedplace.insight.inputs import UNDEFINED, subset
 
 __all__ = ["BindingsEvaluator", "Decision", "Evaluator", "EvaluatorUnavailable", "LiveOpa", "ScratchOpaEvaluator",
-           "bindings_available", "data_query", "system_module"]
+           "bindings_available", "data_query", "install_command", "system_module"]
 
 SENTINEL = "fedplace_sync"  # the document opa-kube-sync keeps in the OPA it feeds (sync/sentinel.py)
 
@@ -82,6 +84,12 @@ def system_module(package: Sequence[str]) -> bool:
     return bool(package) and package[0] == "system"
 
 
+def install_command() -> str:
+    """The command installing opa_bindings at the version fedplace pins (opa-bindings.txt)."""
+    pin = (resources.files(__package__) / "opa-bindings.txt").read_text().strip()
+    return f"pip install --ignore-requires-python --no-deps '{pin}'"
+
+
 def bindings_available() -> bool:
     try:
         import opa_bindings  # noqa: F401
@@ -94,7 +102,7 @@ Errors = dict[str, list[dict[str, Any]]]
 
 
 class Evaluator:
-    """The operations :mod:`insight.whatif` needs; see the module docstring."""
+    """The operations :mod:`fedplace.insight.whatif` needs; see the module docstring."""
 
     name = "evaluator"
 
@@ -159,8 +167,7 @@ class BindingsEvaluator(Evaluator):
         super().__init__()
         if not bindings_available():
             raise EvaluatorUnavailable(
-                "opa_bindings is not installed (pip install --ignore-requires-python --no-deps "
-                "opa-golib-python-bindings==0.4.4), and no --scratch-opa-url was given")
+                f"opa_bindings is not installed ({install_command()}), and no --scratch-opa-url was given")
         from opa_bindings import OpaEngine
         self._engine_type = OpaEngine
         self._parser = OpaEngine()

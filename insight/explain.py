@@ -27,13 +27,13 @@ from __future__ import annotations
 import argparse
 from typing import Any, Mapping, TextIO
 
-from common.annotations import canonical_value
-from common.kube_client import KubeApiError, Resource, kube_json, new_api_client
-from common.opa_client import OpaClient, OpaError
-from common.secrets import without_secret_content
-from insight.evaluate import Decision
-from insight.options import (DECISION, add_kube_arguments, add_opa_arguments, dump, opa_settings,
-                             read_documents)
+from fedplace.common.annotations import canonical_value
+from fedplace.common.kube_client import KubeApiError, Resource, kube_json, new_api_client
+from fedplace.common.opa_client import OpaClient, OpaError
+from fedplace.common.secrets import without_secret_content
+from fedplace.insight.evaluate import Decision
+from fedplace.insight.options import (DECISION, add_kube_arguments, add_opa_arguments, dump, opa_settings,
+                                      read_documents)
 
 __all__ = ["EXPLAIN", "KINDS", "add_arguments", "explain", "render", "run"]
 
@@ -98,7 +98,7 @@ async def read_object(args: argparse.Namespace) -> dict[str, Any]:
 async def explain(opa: OpaClient, obj: Mapping[str, Any], decision_path: str = DECISION,
                   explain_path: str = EXPLAIN) -> dict[str, Any]:
     """``{"object", "decision", "explanation"}``: OPA's two answers (None when undefined).
-    A Secret is sent without its content (:mod:`common.secrets`)."""
+    A Secret is sent without its content (:mod:`fedplace.common.secrets`)."""
     obj = without_secret_content(dict(obj))
     decision = await opa.query(decision_path, obj)
     packs = await opa.query(explain_path, obj)

@@ -16,7 +16,7 @@ is what the webhook decides.
 
 Exit status: 0; 1 with ``--fail-on-violations`` when a workload violates a
 limit; 2 on a usage error or when OPA cannot answer (the pack not loaded
-included). It is also ``fedplace limits`` (:mod:`insight.cli`), built from the
+included). It is also ``fedplace limits`` (:mod:`fedplace.insight.cli`), built from the
 same :func:`add_arguments` and :func:`run`.
 """
 
@@ -28,8 +28,8 @@ import json
 import sys
 from typing import Any, Sequence, TextIO
 
-from common.opa_client import OpaClient, OpaError, OpaSettings
-from insight.options import add_opa_arguments, opa_settings
+from fedplace.common.opa_client import OpaClient, OpaError, OpaSettings
+from fedplace.insight.options import add_opa_arguments, opa_settings
 
 __all__ = ["REPORT", "add_arguments", "main", "render", "report", "run"]
 

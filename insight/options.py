@@ -10,7 +10,7 @@ from typing import Any, Iterator, Sequence
 
 import yaml
 
-from common.opa_client import OpaSettings
+from fedplace.common.opa_client import OpaSettings
 
 __all__ = ["DECISION", "DEFAULT_POLICY_NAMESPACE", "add_data_arguments", "add_kube_arguments",
            "add_opa_arguments", "decision_path", "dump", "opa_settings", "read_documents", "split_list"]

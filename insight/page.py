@@ -1,4 +1,4 @@
-"""The placement page: one self-contained HTML document for a view (:mod:`insight.view`).
+"""The placement page: one self-contained HTML document for a view (:mod:`fedplace.insight.view`).
 
 * clusters with their regions and labels;
 * the placement matrix: workloads grouped by their constraints and current
@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from aiohttp import web
 
-from insight.view import build_view, iso
+from fedplace.insight.view import build_view, iso
 
 __all__ = ["MAX_GROUPS", "add_routes", "render", "sync_view"]
 

@@ -22,12 +22,12 @@ from typing import Any, TextIO
 
 import aiohttp
 
-from common.opa_client import OpaClient, OpaError
-from insight.evaluate import LiveOpa
-from insight.options import add_data_arguments, add_opa_arguments, decision_path, opa_settings, split_list
-from insight.page import render
-from insight.view import build_view, iso
-from insight.whatif import decide_workloads, workloads_of
+from fedplace.common.opa_client import OpaClient, OpaError
+from fedplace.insight.evaluate import LiveOpa
+from fedplace.insight.options import add_data_arguments, add_opa_arguments, decision_path, opa_settings, split_list
+from fedplace.insight.page import render
+from fedplace.insight.view import build_view, iso
+from fedplace.insight.whatif import decide_workloads, workloads_of
 
 __all__ = ["add_arguments", "from_opa", "from_sync", "run"]
 

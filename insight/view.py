@@ -13,7 +13,7 @@ import json
 import time
 from typing import Any, Iterable, Mapping, Sequence
 
-from common.annotations import canonical_value
+from fedplace.common.annotations import canonical_value
 
 __all__ = ["CONSTRAINT_PREFIX", "PREFS", "SOURCE", "build_view", "clusters_of", "constraints", "effective_placement",
            "iso", "workload_entry"]

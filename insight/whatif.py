@@ -6,7 +6,7 @@
 
 It copies the live OPA's state — every loaded module (bar ``package system``,
 OPA's own configuration) and the replicated data under ``--replicate-path`` —
-into an evaluator nobody else uses (:mod:`insight.evaluate`: OPA in process, or
+into an evaluator nobody else uses (:mod:`fedplace.insight.evaluate`: OPA in process, or
 a scratch OPA), evaluates the admission decision for every workload, applies
 the proposal there (modules the way opa-kube-sync loads them; label changes
 on the copy of the clusters), evaluates again, and prints
@@ -19,7 +19,7 @@ on the copy of the clusters), evaluates again, and prints
 
 The live OPA is only read (``GET /v1/policies``, ``GET /v1/data/<root>``) and
 no Kubernetes object is read or written. Workloads the policies cannot tell
-apart (:mod:`insight.inputs`) share one evaluation.
+apart (:mod:`fedplace.insight.inputs`) share one evaluation.
 
 A proposed policy is given with ``--policy`` (repeatable):
 
@@ -48,14 +48,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence, TextIO
 
-from common.annotations import canonical_value
-from common.opa_client import OpaClient, OpaError
-from insight.evaluate import (BindingsEvaluator, Decision, Evaluator, EvaluatorUnavailable, ScratchOpaEvaluator,
-                              bindings_available, system_module)
-from insight.inputs import analyse, projection
-from insight.options import (DEFAULT_POLICY_NAMESPACE, add_data_arguments, add_opa_arguments, decision_path, dump,
-                             opa_settings, read_documents, split_list)
-from insight.view import PREFS, SOURCE, effective_placement
+from fedplace.common.annotations import canonical_value
+from fedplace.common.opa_client import OpaClient, OpaError
+from fedplace.insight.evaluate import (BindingsEvaluator, Decision, Evaluator, EvaluatorUnavailable,
+                                       ScratchOpaEvaluator, bindings_available, install_command, system_module)
+from fedplace.insight.inputs import analyse, projection
+from fedplace.insight.options import (DEFAULT_POLICY_NAMESPACE, add_data_arguments, add_opa_arguments, decision_path,
+                                      dump, opa_settings, read_documents, split_list)
+from fedplace.insight.view import PREFS, SOURCE, effective_placement
 
 __all__ = ["LabelChange", "Proposal", "Snapshot", "Threshold", "Workload", "add_arguments", "decide_workloads",
            "evaluate", "read_live", "run"]
@@ -327,8 +327,8 @@ def _choose(args: argparse.Namespace) -> Evaluator:
         settings.url, settings.token_file = args.scratch_opa_url, args.scratch_opa_token_file
         return ScratchOpaEvaluator(settings, live_url=args.opa_url)
     if args.evaluator == "auto" and not bindings_available():
-        raise EvaluatorUnavailable("no evaluator: install opa_bindings (pip install --ignore-requires-python "
-                                   "--no-deps opa-golib-python-bindings==0.4.4) or give --scratch-opa-url")
+        raise EvaluatorUnavailable(f"no evaluator: install opa_bindings ({install_command()}) "
+                                   "or give --scratch-opa-url")
     return BindingsEvaluator()
 
 

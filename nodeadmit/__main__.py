@@ -9,7 +9,7 @@ verdict is printed on stdout as JSON::
      "podStatus": {"phase": "Failed", "reason": "HostNetworkForbidden", "message": "Pod was rejected: …"}}
 
 ``podStatus`` (only on rejection) is what the kubelet writes; ``--report``
-writes it to the API server with a Warning Event (:mod:`nodeadmit.rejection`).
+writes it to the API server with a Warning Event (:mod:`fedplace.nodeadmit.rejection`).
 
 Exit status: 0 admitted, 1 rejected, 2 the manager cannot start (invalid or
 missing configuration, unknown feature gate) or the pod cannot be read.
@@ -29,9 +29,9 @@ from typing import Any, Sequence
 
 import yaml
 
-from common.config import ConfigError
-from common.logs import configure_logging
-from nodeadmit.config import (
+from fedplace.common.config import ConfigError
+from fedplace.common.logs import configure_logging
+from fedplace.nodeadmit.config import (
     DEFAULT_BIN_DIR,
     DEFAULT_CONF_DIR,
     DEFAULT_SOCKET_DIR,
@@ -39,13 +39,13 @@ from nodeadmit.config import (
     ManagerConfig,
     parse_feature_gates,
 )
-from nodeadmit.manager import AdmissionPluginManager, ManagerResult
-from nodeadmit.rejection import rejected_pod_status, report_rejection
+from fedplace.nodeadmit.manager import AdmissionPluginManager, ManagerResult
+from fedplace.nodeadmit.rejection import rejected_pod_status, report_rejection
 
 __all__ = ["PodInputError", "build_parser", "main", "manager_config", "read_pod"]
 
 COMPONENT = "fedplace-node-admit-manager"
-log = logging.getLogger("nodeadmit")
+log = logging.getLogger("fedplace.nodeadmit")
 
 
 class PodInputError(ValueError):
@@ -114,7 +114,7 @@ async def run(config: ManagerConfig, pod: dict[str, Any], args: argparse.Namespa
 
 
 async def report(pod: dict[str, Any], result: ManagerResult, args: argparse.Namespace) -> None:
-    from common.kube_client import KubeApiError, new_api_client  # only here: see nodeadmit.rejection
+    from fedplace.common.kube_client import KubeApiError, new_api_client  # only here: see nodeadmit.rejection
 
     if not (pod.get("metadata") or {}).get("name"):
         log.error("cannot report the rejection: the pod has no name")

@@ -27,9 +27,9 @@ Per plugin: ``name`` (required; a file name: letters, digits, ``.``, ``_``,
 * ``grpc`` — +``port`` (required): the plugin listens on ``127.0.0.1:<port>``.
 
 Unknown keys, wrong types, duplicate names, an empty plugin list: every one is
-a :class:`~common.config.ConfigError` at start-up, which stops the manager
+a :class:`~fedplace.common.config.ConfigError` at start-up, which stops the manager
 (never an open door). A plugin that is missing or broken at admission time is
-not a configuration error: it rejects the pods (see :mod:`nodeadmit.manager`).
+not a configuration error: it rejects the pods (see :mod:`fedplace.nodeadmit.manager`).
 
 The feature gate :data:`FEATURE_GATE` (``PodAdmissionPlugin``, off by default,
 as an alpha kubelet gate) is given like the kubelet's ``--feature-gates``:
@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common.config import ConfigError, integer, number, only
+from fedplace.common.config import ConfigError, integer, number, only
 
 __all__ = [
     "DEFAULT_BIN_DIR",

@@ -2,7 +2,7 @@
 
 :meth:`AdmissionPluginManager.load` reads the configuration (only when the
 ``PodAdmissionPlugin`` gate is on) and raises
-:class:`~common.config.ConfigError` for any fault in it — the caller must not
+:class:`~fedplace.common.config.ConfigError` for any fault in it — the caller must not
 start then. :meth:`AdmissionPluginManager.admit` asks every configured plugin
 about one pod, all of them at once, each bounded by its own timeout, and
 combines their answers:
@@ -14,7 +14,7 @@ combines their answers:
   in configuration order (``name: message; name: message``).
 
 A plugin that gives no valid answer rejects the pod (fail closed) with one of
-the manager's own reasons (:mod:`nodeadmit.result`), its message naming the
+the manager's own reasons (:mod:`fedplace.nodeadmit.result`), its message naming the
 plugin and saying what happened. The same path serves static pods (read from
 a manifest file) and pods from the API server: :meth:`admit` takes the pod
 object, whatever its source. Plugins never change the pod.
@@ -29,10 +29,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from common.config import ConfigError
-from nodeadmit.config import FEATURE_GATE, ManagerConfig, PluginConfig, find_config_file, load_plugin_config
-from nodeadmit.plugins import Plugin, PluginFailure, make_plugin
-from nodeadmit.result import REASON_FAILED, REASON_TIMEOUT, AdmitResult
+from fedplace.common.config import ConfigError
+from fedplace.nodeadmit.config import FEATURE_GATE, ManagerConfig, PluginConfig, find_config_file, load_plugin_config
+from fedplace.nodeadmit.plugins import Plugin, PluginFailure, make_plugin
+from fedplace.nodeadmit.result import REASON_FAILED, REASON_TIMEOUT, AdmitResult
 
 __all__ = ["AdmissionPluginManager", "ManagerResult", "PluginOutcome", "encode_pod"]
 
@@ -101,7 +101,7 @@ class AdmissionPluginManager:
             try:
                 import grpc  # noqa: F401
 
-                from nodeadmit.api import podadmission_pb2  # noqa: F401
+                from fedplace.nodeadmit.api import podadmission_pb2  # noqa: F401
             except (ImportError, RuntimeError) as exc:  # RuntimeError: stubs newer than grpcio
                 raise ConfigError("plugins", f"a grpc plugin is configured but gRPC is unusable ({exc}); "
                                              "install fedplace[nodeadmit]") from exc

@@ -3,7 +3,7 @@
 For each pod it POSTs ``{"input": {"pod": <pod>, "node": <facts>}}`` to
 ``/v1/data/io/k8s/node/admission`` (configurable) of a node-local OPA,
 retrying like the admission webhook (backoff with jitter, ``Retry-After``,
-all inside one deadline: :mod:`common.opa_query`), and maps the decision onto
+all inside one deadline: :mod:`fedplace.common.opa_query`), and maps the decision onto
 an AdmitResult (:func:`result_from_outcome`).
 
 Decision contract: the document is an object whose ``deny`` is a set (a JSON
@@ -55,19 +55,19 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from common.config import ConfigError, OpaEndpoint, number, only, opa_section, read_config_file, retry_section
-from common.logs import configure_logging
-from common.opa_client import OpaClient
-from common.opa_query import OpaOutcome, query_within_deadline
-from common.retry import Backoff, Deadline
-from common.shutdown import stop_on_signals
-from nodeadmit.result import AdmitResult, InvalidResult, validate_result
-from nodeadmit.serve import run_shell, serve_grpc, serve_socket
+from fedplace.common.config import ConfigError, OpaEndpoint, number, only, opa_section, read_config_file, retry_section
+from fedplace.common.logs import configure_logging
+from fedplace.common.opa_client import OpaClient
+from fedplace.common.opa_query import OpaOutcome, query_within_deadline
+from fedplace.common.retry import Backoff, Deadline
+from fedplace.common.shutdown import stop_on_signals
+from fedplace.nodeadmit.result import AdmitResult, InvalidResult, validate_result
+from fedplace.nodeadmit.serve import run_shell, serve_grpc, serve_socket
 
 __all__ = ["DEFAULT_CONFIG", "DEFAULT_DECISION_PATH", "NodeAdmitConfig", "NodeAdmitPlugin", "REASON_DENIED",
            "REASON_POLICY_ERROR", "config_from_mapping", "main", "result_from_outcome"]
 
-log = logging.getLogger("nodeadmit.opa")
+log = logging.getLogger("fedplace.nodeadmit.opa")
 
 COMPONENT = "fedplace-node-admit"
 DEFAULT_CONFIG = "/etc/fedplace/node-admit.yaml"

@@ -1,8 +1,8 @@
 """Calling one plugin: the shell, socket and grpc types (the manager's side of the protocol).
 
 Every type sends the same request — the pod, JSON-encoded — and expects an
-AdmitResult (:mod:`nodeadmit.result`). :meth:`Plugin.call` returns the
-plugin's :class:`~nodeadmit.result.AdmitResult` or raises
+AdmitResult (:mod:`fedplace.nodeadmit.result`). :meth:`Plugin.call` returns the
+plugin's :class:`~fedplace.nodeadmit.result.AdmitResult` or raises
 :class:`PluginFailure` with the manager's reason and a detail; the manager
 bounds every call with the plugin's timeout (cancellation cleans up: a shell
 plugin's whole process group is killed).
@@ -29,8 +29,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from nodeadmit.config import PluginSpec
-from nodeadmit.result import (
+from fedplace.nodeadmit.config import PluginSpec
+from fedplace.nodeadmit.result import (
     REASON_FAILED,
     REASON_INVALID_RESULT,
     REASON_MISSING,
@@ -240,7 +240,7 @@ class GrpcPlugin(Plugin):
         if self._admit is None:
             import grpc
 
-            from nodeadmit.api import podadmission_pb2 as pb
+            from fedplace.nodeadmit.api import podadmission_pb2 as pb
 
             self._channel = grpc.aio.insecure_channel(self.target, options=self.CHANNEL_OPTIONS)
             # Raw response bytes, decoded here, so that an undecodable answer is an invalid result.
@@ -252,7 +252,7 @@ class GrpcPlugin(Plugin):
         import grpc
         from google.protobuf.message import DecodeError
 
-        from nodeadmit.api import podadmission_pb2 as pb
+        from fedplace.nodeadmit.api import podadmission_pb2 as pb
 
         admit = self._method()
         try:
@@ -285,7 +285,7 @@ class GrpcPlugin(Plugin):
 
 def admit_method_path() -> str:
     """``/fedplace.nodeadmit.v1alpha1.PodAdmissionPlugin/Admit``, from the generated descriptor."""
-    from nodeadmit.api import podadmission_pb2 as pb
+    from fedplace.nodeadmit.api import podadmission_pb2 as pb
 
     service = pb.DESCRIPTOR.services_by_name["PodAdmissionPlugin"]
     return f"/{service.full_name}/{service.methods_by_name['Admit'].name}"

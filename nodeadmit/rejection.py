@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from nodeadmit.result import AdmitResult
+from fedplace.nodeadmit.result import AdmitResult
 
 if TYPE_CHECKING:
     from kubernetes_asyncio import client
@@ -36,7 +36,7 @@ def rejected_pod_status(result: AdmitResult) -> dict[str, Any]:
 
 def rejection_event(pod: dict[str, Any], result: AdmitResult, node_name: str) -> dict[str, Any]:
     """The Warning Event about ``pod`` (core/v1, in the pod's namespace), from the node ``node_name``."""
-    from common.events import event_body, involved_object
+    from fedplace.common.events import event_body, involved_object
 
     status = rejected_pod_status(result)
     obj = involved_object({**pod, "apiVersion": pod.get("apiVersion") or "v1", "kind": pod.get("kind") or "Pod"},
@@ -48,9 +48,9 @@ async def report_rejection(api: "client.ApiClient", pod: dict[str, Any], result:
                            node_name: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """Write the rejection: the pod's status (uid-guarded), then the Event; returns both as stored.
 
-    Raises :class:`common.kube_client.KubeApiError` (e.g. 404 when the pod is gone).
+    Raises :class:`fedplace.common.kube_client.KubeApiError` (e.g. 404 when the pod is gone).
     """
-    from common.kube_client import kube_json
+    from fedplace.common.kube_client import kube_json
 
     meta = pod.get("metadata") or {}
     namespace, name = meta.get("namespace") or "default", meta["name"]

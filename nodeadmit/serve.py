@@ -1,7 +1,7 @@
 """The plugin's side of the protocol: serve one decision function as any of the three types.
 
 A plugin is an ``async def handler(pod: dict) -> AdmitResult``. These helpers
-put it behind the transports the manager speaks (:mod:`nodeadmit.plugins`):
+put it behind the transports the manager speaks (:mod:`fedplace.nodeadmit.plugins`):
 
 * :func:`run_shell` — read the pod from stdin, write the AdmitResult to stdout;
 * :func:`serve_socket` — a Unix domain socket server, one pod per connection
@@ -25,8 +25,8 @@ import sys
 from pathlib import Path
 from typing import Any, Awaitable, BinaryIO, Callable
 
-from nodeadmit.plugins import MAX_ANSWER, read_capped
-from nodeadmit.result import AdmitResult
+from fedplace.nodeadmit.plugins import MAX_ANSWER, read_capped
+from fedplace.nodeadmit.result import AdmitResult
 
 __all__ = ["Handler", "REASON_BAD_REQUEST", "REASON_PLUGIN_ERROR", "answer", "run_shell", "serve_grpc",
            "serve_socket"]
@@ -102,8 +102,8 @@ async def serve_grpc(handler: Handler, port: int, host: str = "127.0.0.1") -> An
     the ``bound_port`` attribute set on the returned server."""
     import grpc
 
-    from nodeadmit.api import podadmission_pb2 as pb
-    from nodeadmit.api import podadmission_pb2_grpc as pb_grpc
+    from fedplace.nodeadmit.api import podadmission_pb2 as pb
+    from fedplace.nodeadmit.api import podadmission_pb2_grpc as pb_grpc
 
     class Servicer(pb_grpc.PodAdmissionPluginServicer):
         async def Admit(self, request: Any, context: Any) -> Any:  # noqa: N802 - the RPC's name

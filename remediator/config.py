@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 
-from common.kube_client import Resource
+from fedplace.common.kube_client import Resource
 
 __all__ = ["MODES", "RemediatorSettings", "add_arguments", "settings_from_args"]
 

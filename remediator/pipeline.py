@@ -3,7 +3,7 @@
 :class:`PatchPipeline` receives the plan of each evaluated chunk
 (:meth:`~PatchPipeline.add`) and sends its patches with concurrent workers,
 spaced by one rate limiter — as soon as the max-fraction guard can no longer
-trip (:func:`~remediator.plan.guard_verdict`). Until then patches are held;
+trip (:func:`~fedplace.remediator.plan.guard_verdict`). Until then patches are held;
 if the guard trips, the held ones are dropped and nothing is sent, exactly as
 when the whole pass was planned before patching. In dry-run mode released
 actions are only noted (Events), never sent.
@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Awaitable, Callable
 
-from remediator.plan import PatchAction, Plan, guard_verdict
+from fedplace.remediator.plan import PatchAction, Plan, guard_verdict
 
 __all__ = ["PassResult", "PatchPipeline", "RateLimiter"]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Sequence, TypeVar
 
-from common.annotations import annotations_to_change
+from fedplace.common.annotations import annotations_to_change
 
 __all__ = ["Notification", "PatchAction", "Plan", "chunks", "guard_verdict", "parse_notifications", "plan_pass"]
 

@@ -2,9 +2,9 @@
 
 A pass asks OPA for the notifications (the remediation library's output) of
 its objects in chunks (``input.objects``; a small first chunk, then growing
-ones, :func:`remediator.plan.chunks`), plans each chunk's patches as it
-arrives (:mod:`remediator.plan`) and hands them to a
-:class:`~remediator.pipeline.PatchPipeline`, so patches go out while OPA
+ones, :func:`fedplace.remediator.plan.chunks`), plans each chunk's patches as it
+arrives (:mod:`fedplace.remediator.plan`) and hands them to a
+:class:`~fedplace.remediator.pipeline.PatchPipeline`, so patches go out while OPA
 evaluates the next chunk:
 
 * only when ``ready()`` says the sync has pushed every type and policy;
@@ -23,7 +23,7 @@ data or policy changes; triggers within ``debounce`` are folded into one), by
 pass), by a periodic full pass every ``interval`` seconds, and by ``POST
 /v1/notifications`` (bearer token), whose items are applied directly. A
 request made while a pass runs is pruned by what that pass evaluated after it
-(:func:`remediator.coverage.outstanding`): a full pass interrupted by a
+(:func:`fedplace.remediator.coverage.outstanding`): a full pass interrupted by a
 cluster change re-evaluates only the objects it had evaluated before it.
 """
 
@@ -43,15 +43,15 @@ from kubernetes_asyncio import client
 from prometheus_client import Counter, Histogram
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from common.annotations import annotation_merge_patch
-from common.events import EventRecorder, InvolvedObject
-from common.kube_client import KubeApiError, Resource, kube_json
-from common.opa_client import OpaClient, OpaError, TokenSource
-from remediator.config import RemediatorSettings
-from remediator.coverage import outstanding
-from remediator.leader import LeaderElector, default_identity
-from remediator.pipeline import PassResult, PatchPipeline
-from remediator.plan import Notification, PatchAction, Plan, chunks, parse_notifications, plan_pass
+from fedplace.common.annotations import annotation_merge_patch
+from fedplace.common.events import EventRecorder, InvolvedObject
+from fedplace.common.kube_client import KubeApiError, Resource, kube_json
+from fedplace.common.opa_client import OpaClient, OpaError, TokenSource
+from fedplace.remediator.config import RemediatorSettings
+from fedplace.remediator.coverage import outstanding
+from fedplace.remediator.leader import LeaderElector, default_identity
+from fedplace.remediator.pipeline import PassResult, PatchPipeline
+from fedplace.remediator.plan import Notification, PatchAction, Plan, chunks, parse_notifications, plan_pass
 
 __all__ = ["ApiObjectSource", "ObjectSource", "PassResult", "Remediator"]
 

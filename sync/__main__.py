@@ -1,21 +1,21 @@
-"""``opa-kube-sync`` / ``python -m sync``: run until SIGTERM or SIGINT.
+"""``opa-kube-sync`` / ``python -m fedplace.sync``: run until SIGTERM or SIGINT.
 
-kubernetes_asyncio is loaded slim (:mod:`common.kube_slim`: no generated API
+kubernetes_asyncio is loaded slim (:mod:`fedplace.common.kube_slim`: no generated API
 and model classes, ~35 MB less): the sync talks raw JSON only.
 """
 
 from __future__ import annotations
 
-from common import kube_slim
+from fedplace.common import kube_slim
 
 kube_slim.install()  # before anything imports kubernetes_asyncio
 
 import asyncio  # noqa: E402
 
-from common.logs import configure_logging  # noqa: E402
-from common.shutdown import stop_on_signals  # noqa: E402
-from sync.app import run  # noqa: E402
-from sync.config import SyncConfig, parse_args  # noqa: E402
+from fedplace.common.logs import configure_logging  # noqa: E402
+from fedplace.common.shutdown import stop_on_signals  # noqa: E402
+from fedplace.sync.app import run  # noqa: E402
+from fedplace.sync.config import SyncConfig, parse_args  # noqa: E402
 
 
 async def _main(config: SyncConfig) -> int:

@@ -18,20 +18,20 @@ from typing import Any, Mapping
 from aiohttp import web
 from kubernetes_asyncio import client
 
-from common.events import EventRecorder, InvolvedObject, involved_object
-from common.informer import Informer
-from common.kube_client import Resource, new_api_client
-from common.ops_http import add_ops_routes
-from common.policy_configmaps import CONFIGMAPS, policy_informer_settings
-from insight import page as placement_page
-from remediator.remediator import Remediator
-from sync import replicated_root
-from sync.config import SyncConfig
-from sync.opa_watch import Responsiveness, SlowRequest, WatchedOpaClient
-from sync.policy_loader import PolicyHandler
-from sync.replicate import ReplicationHandler
-from sync.sentinel import RestartDetector
-from sync.signal import ChangeSignal
+from fedplace.common.events import EventRecorder, InvolvedObject, involved_object
+from fedplace.common.informer import Informer
+from fedplace.common.kube_client import Resource, new_api_client
+from fedplace.common.ops_http import add_ops_routes
+from fedplace.common.policy_configmaps import CONFIGMAPS, policy_informer_settings
+from fedplace.insight import page as placement_page
+from fedplace.remediator.remediator import Remediator
+from fedplace.sync import replicated_root
+from fedplace.sync.config import SyncConfig
+from fedplace.sync.opa_watch import Responsiveness, SlowRequest, WatchedOpaClient
+from fedplace.sync.policy_loader import PolicyHandler
+from fedplace.sync.replicate import ReplicationHandler
+from fedplace.sync.sentinel import RestartDetector
+from fedplace.sync.signal import ChangeSignal
 
 __all__ = ["InformerObjects", "SyncApp", "run"]
 

@@ -2,7 +2,7 @@
 
 :func:`parse_args` is pure: argv in, :class:`SyncConfig` out, or
 ``SystemExit(2)`` with a message naming the bad flag (argparse's convention).
-The remediator's flags are added by :func:`remediator.config.add_arguments`
+The remediator's flags are added by :func:`fedplace.remediator.config.add_arguments`
 and turned into :class:`RemediatorSettings` here; every remediated resource
 must also be replicated (the remediator reads live objects from the
 replication informers' caches).
@@ -13,11 +13,11 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 
-from common.kube_client import Resource
-from common.opa_client import OpaSettings
-from sync.policy_loader import Limits
-from remediator.config import RemediatorSettings, add_arguments as add_remediator_arguments
-from remediator.config import settings_from_args as remediator_settings
+from fedplace.common.kube_client import Resource
+from fedplace.common.opa_client import OpaSettings
+from fedplace.sync.policy_loader import Limits
+from fedplace.remediator.config import RemediatorSettings, add_arguments as add_remediator_arguments
+from fedplace.remediator.config import settings_from_args as remediator_settings
 
 __all__ = ["DEFAULT_POLICY_NAMESPACE", "SyncConfig", "build_parser", "parse_args"]
 

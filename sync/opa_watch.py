@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 from prometheus_client import Counter, Gauge
 
-from common.opa_client import OpaClient, OpaSettings, OpaUnavailable
+from fedplace.common.opa_client import OpaClient, OpaSettings, OpaUnavailable
 
 __all__ = ["Responsiveness", "SlowRequest", "WatchedOpaClient"]
 

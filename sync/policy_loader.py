@@ -9,7 +9,7 @@ informer handler for one namespace (:class:`PolicyHandler`):
   ConfigMap defines any more;
 * before OPA sees a module it is checked (:meth:`PolicyHandler._check`): size
   and rule count within :class:`Limits` (also the namespace's total), and its
-  package — read by :mod:`sync.rego_scan`, a lexer following OPA's parser,
+  package — read by :mod:`fedplace.sync.rego_scan`, a lexer following OPA's parser,
   never a line match — not ``data.system…`` unless allowed (``allow_system``):
   ``data.system`` configures OPA itself (``system.authz`` decides who may
   call OPA's API), and write access to a policy ConfigMap must not become
@@ -24,7 +24,7 @@ informer handler for one namespace (:class:`PolicyHandler`):
   (``{"status":"ok"}`` or ``{"status":"error","errors":[…]}``, canonical JSON,
   bounded by :func:`status_value`), whenever it changes and until the API
   server took it, with a Warning Event carrying the full first error;
-* after loading, rules that several modules define (:mod:`sync.rego_scan`'s
+* after loading, rules that several modules define (:mod:`fedplace.sync.rego_scan`'s
   outline) are evaluated once without input: an ``eval_conflict_error`` puts
   an error naming the other ConfigMaps on every ConfigMap involved; when OPA
   refuses a module because of another ConfigMap's (conflicting rules, two
@@ -49,12 +49,12 @@ import aiohttp
 from kubernetes_asyncio import client
 from prometheus_client import Counter
 
-from common.annotations import canonical_value
-from common.events import EventRecorder, involved_object
-from common.kube_client import KubeApiError, kube_json
-from common.opa_client import OpaClient, OpaCompileError, OpaRequestError, OpaUnavailable, data_path
-from sync.rego_scan import Outline, RegoScanError, RuleHead, outline, package_clause, rules_of
-from sync.signal import ChangeSignal
+from fedplace.common.annotations import canonical_value
+from fedplace.common.events import EventRecorder, involved_object
+from fedplace.common.kube_client import KubeApiError, kube_json
+from fedplace.common.opa_client import OpaClient, OpaCompileError, OpaRequestError, OpaUnavailable, data_path
+from fedplace.sync.rego_scan import Outline, RegoScanError, RuleHead, outline, package_clause, rules_of
+from fedplace.sync.signal import ChangeSignal
 
 __all__ = ["MAX_STATUS_BYTES", "STATUS_ANNOTATION", "Limits", "PolicyHandler", "data_hash", "module_ids",
            "normalize_errors", "reserved_package_error", "status_value"]

@@ -18,7 +18,7 @@ events (the list supersedes them) under the same lock the flusher writes
 under, so an old event can never land after a newer list.
 
 The RBAC binding types also get a subject index beside the collection
-(:mod:`sync.subject_index`), rewritten from the informer's cache after each
+(:mod:`fedplace.sync.subject_index`), rewritten from the informer's cache after each
 write of the collection and retried on its own when it fails.
 
 The informer of a type (:meth:`ReplicationHandler.informer_settings`) strips
@@ -26,7 +26,7 @@ noise as objects arrive, so its cache holds what OPA gets, and excludes
 ``--replicate-ignore-namespaces`` with a field selector
 (:func:`namespace_field_selector`): the API server leaves them out of the watch;
 the informer's list pages drop them on arrival (a paged list with a selector is
-unreliable on some API servers: :mod:`common.field_selector`). The handler's
+unreliable on some API servers: :mod:`fedplace.common.field_selector`). The handler's
 own filter stays, for a server that ignores the selector.
 """
 
@@ -44,12 +44,12 @@ from urllib.parse import quote
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from common.informer import Informer, InformerSettings
-from common.kube_client import Resource
-from common.opa_client import OpaClient, OpaRequestError, OpaUnavailable
-from common.secrets import LAST_APPLIED, without_secret_content
-from sync.signal import ChangeSignal
-from sync.subject_index import index_path, indexed, subject_index
+from fedplace.common.informer import Informer, InformerSettings
+from fedplace.common.kube_client import Resource
+from fedplace.common.opa_client import OpaClient, OpaRequestError, OpaUnavailable
+from fedplace.common.secrets import LAST_APPLIED, without_secret_content
+from fedplace.sync.signal import ChangeSignal
+from fedplace.sync.subject_index import index_path, indexed, subject_index
 
 __all__ = ["LAST_APPLIED", "MAX_BATCH", "ReplicationHandler", "batch_ops", "layout", "namespace_field_selector",
            "object_path", "strip"]
@@ -260,7 +260,7 @@ class ReplicationHandler:
         OBJECTS.labels(self._label).set(len(self._present))
 
     async def _refresh_index(self, collection: dict[str, Any] | None = None) -> None:
-        """Write the subject index (:mod:`sync.subject_index`) of the ``collection`` document
+        """Write the subject index (:mod:`fedplace.sync.subject_index`) of the ``collection`` document
         just written, or of the informer's cache. Never raises: a failure leaves the index stale
         for the flusher to retry, and never holds up the collection's own writes."""
         if collection is None:

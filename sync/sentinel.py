@@ -20,7 +20,7 @@ from typing import Awaitable, Callable
 
 from prometheus_client import Counter, Histogram
 
-from common.opa_client import OpaClient, OpaError
+from fedplace.common.opa_client import OpaClient, OpaError
 
 __all__ = ["SENTINEL_PATH", "RestartDetector"]
 

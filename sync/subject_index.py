@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from common.kube_client import Resource
+from fedplace.common.kube_client import Resource
 
 __all__ = ["INDEXED", "index_path", "indexed", "subject_index"]
 

@@ -14,8 +14,8 @@ import sys
 
 from aiohttp import web
 
-from common.logs import configure_logging
-from common.shutdown import stop_on_signals
+from fedplace.common.logs import configure_logging
+from fedplace.common.shutdown import stop_on_signals
 from devstack.engine.server import make_app
 
 log = logging.getLogger("devstack.engine")

@@ -35,7 +35,7 @@ from typing import Any, Mapping
 
 from opa_bindings.engine import OpaEngine, OpaError
 
-from common.opa_errors import ErrorEntry, split_errors  # shared with fedplace what-if
+from fedplace.common.opa_errors import ErrorEntry, split_errors  # shared with fedplace what-if
 from devstack.engine.store import Path
 
 __all__ = ["ErrorEntry", "Module", "Refused", "check_module", "check_modules", "parse_details", "parse_module",

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
-from common.jsonsafe import dumps
+from fedplace.common.jsonsafe import dumps
 from devstack.engine import compiler
 from devstack.engine.evaluator import EVAL_MESSAGE, EvalError, Evaluator
 from devstack.engine.store import (

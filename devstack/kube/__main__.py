@@ -20,7 +20,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from common.shutdown import stop_on_signals
+from fedplace.common.shutdown import stop_on_signals
 
 from .kubeconfig import write_kubeconfig
 from .server import Server, ServerConfig
@@ -68,7 +68,7 @@ def setup_logging(level: str) -> None:
 
 
 async def serve(args: argparse.Namespace) -> None:
-    log = logging.getLogger("fedplace.kube")
+    log = logging.getLogger("devstack.kube")
     host, _, port = args.listen.rpartition(":")
     host = host.strip("[]") or "127.0.0.1"
     token = Path(args.token_file).read_text().strip() if args.token_file else None
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         asyncio.run(serve(args))
     except (OSError, ValueError) as exc:
-        logging.getLogger("fedplace.kube").error("cannot start", extra={"error": str(exc)})
+        logging.getLogger("devstack.kube").error("cannot start", extra={"error": str(exc)})
         sys.exit(1)
 
 

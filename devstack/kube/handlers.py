@@ -25,7 +25,7 @@ from .status import ApiError, already_exists, bad_request, conflict, forbidden, 
 from .store import Collection, Entry, Store, Watcher, dumps, key_of
 from .webhooks import Attributes, Dispatcher
 
-log = logging.getLogger("fedplace.kube")
+log = logging.getLogger("devstack.kube")
 
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 PROTECTED_NAMESPACES = ("default", "kube-system", "kube-public")

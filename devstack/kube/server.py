@@ -28,7 +28,7 @@ from .handlers import Api, Target
 from .status import NOT_FOUND_PATH, ApiError, PageNotFound, status_body
 from .webhooks import Dispatcher, ServiceResolver
 
-log = logging.getLogger("fedplace.kube")
+log = logging.getLogger("devstack.kube")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 PUBLIC_PATHS = ("/version", "/version/", "/healthz", "/livez", "/readyz")
 API_KEY: web.AppKey["Api"] = web.AppKey("api", Api)

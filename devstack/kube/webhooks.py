@@ -44,7 +44,7 @@ from .resources import ResourceType
 from .selectors import SelectorError, label_selector_from_object, labels_match
 from .status import REASONS, ApiError, internal
 
-log = logging.getLogger("fedplace.kube.webhooks")
+log = logging.getLogger("devstack.kube.webhooks")
 
 
 @dataclass

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from nodeadmit.api import podadmission_pb2 as nodeadmit_dot_api_dot_podadmission__pb2
+from fedplace.nodeadmit.api import podadmission_pb2 as fedplace_dot_nodeadmit_dot_api_dot_podadmission__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in nodeadmit/api/podadmission_pb2_grpc.py depends on'
+        + ' but the generated code in fedplace/nodeadmit/api/podadmission_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,8 +36,8 @@ class PodAdmissionPluginStub:
         """
         self.Admit = channel.unary_unary(
                 '/fedplace.nodeadmit.v1alpha1.PodAdmissionPlugin/Admit',
-                request_serializer=nodeadmit_dot_api_dot_podadmission__pb2.AdmitRequest.SerializeToString,
-                response_deserializer=nodeadmit_dot_api_dot_podadmission__pb2.AdmitResult.FromString,
+                request_serializer=fedplace_dot_nodeadmit_dot_api_dot_podadmission__pb2.AdmitRequest.SerializeToString,
+                response_deserializer=fedplace_dot_nodeadmit_dot_api_dot_podadmission__pb2.AdmitResult.FromString,
                 _registered_method=True)
 
 
@@ -57,8 +57,8 @@ def add_PodAdmissionPluginServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Admit': grpc.unary_unary_rpc_method_handler(
                     servicer.Admit,
-                    request_deserializer=nodeadmit_dot_api_dot_podadmission__pb2.AdmitRequest.FromString,
-                    response_serializer=nodeadmit_dot_api_dot_podadmission__pb2.AdmitResult.SerializeToString,
+                    request_deserializer=fedplace_dot_nodeadmit_dot_api_dot_podadmission__pb2.AdmitRequest.FromString,
+                    response_serializer=fedplace_dot_nodeadmit_dot_api_dot_podadmission__pb2.AdmitResult.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -86,8 +86,8 @@ class PodAdmissionPlugin:
             request,
             target,
             '/fedplace.nodeadmit.v1alpha1.PodAdmissionPlugin/Admit',
-            nodeadmit_dot_api_dot_podadmission__pb2.AdmitRequest.SerializeToString,
-            nodeadmit_dot_api_dot_podadmission__pb2.AdmitResult.FromString,
+            fedplace_dot_nodeadmit_dot_api_dot_podadmission__pb2.AdmitRequest.SerializeToString,
+            fedplace_dot_nodeadmit_dot_api_dot_podadmission__pb2.AdmitResult.FromString,
             options,
             channel_credentials,
             insecure,

@@ -15,10 +15,10 @@ import aiohttp
 import pytest
 from kubernetes_asyncio import client
 
-from admission.config import config_from_mapping
-from admission.lifecycle import Webhook
-from common.kube_client import KubeApiError, kube_json
-from common.opa_client import OpaClient, OpaSettings
+from fedplace.admission.config import config_from_mapping
+from fedplace.admission.lifecycle import Webhook
+from fedplace.common.kube_client import KubeApiError, kube_json
+from fedplace.common.opa_client import OpaClient, OpaSettings
 from tests.fixtures.kube import ScratchNamespaces
 
 PACKAGE = "package io.k8s.federation.admission\n\n"

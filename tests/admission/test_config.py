@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from admission.__main__ import main
-from admission.config import (
+from fedplace.admission.__main__ import main
+from fedplace.admission.config import (
     DEFAULT_DECISION_PATH,
     AdmissionConfig,
     ConfigError,
@@ -140,7 +140,7 @@ def test_main_exits_2_naming_the_field(tmp_path: Path, capsys: pytest.CaptureFix
 
 def test_console_script_exits_2() -> None:
     exe = Path(sys.executable).with_name("fedplace-admission")
-    argv = [str(exe)] if exe.exists() else [sys.executable, "-m", "admission"]
+    argv = [str(exe)] if exe.exists() else [sys.executable, "-m", "fedplace.admission"]
     proc = subprocess.run([*argv, "--deadline", "-1"], capture_output=True, text=True, timeout=30,
                           env={**os.environ, "KUBECONFIG": ""})
     assert proc.returncode == 2

@@ -9,9 +9,9 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from admission.decision import REASON_DENIED, REASON_ENGINE, OpaOutcome, decide, needs_query
-from admission.patches import InvalidPatch, build_patch, validate_policy_patch
-from admission.review import AdmissionRequest, BadReview, parse_review, review_response
+from fedplace.admission.decision import REASON_DENIED, REASON_ENGINE, OpaOutcome, decide, needs_query
+from fedplace.admission.patches import InvalidPatch, build_patch, validate_policy_patch
+from fedplace.admission.review import AdmissionRequest, BadReview, parse_review, review_response
 
 PREFS = "federation.kubernetes.io/replica-set-preferences"
 

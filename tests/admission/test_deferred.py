@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestServer
 
-from admission.deferred import Deferred
-from admission.handler import build_app
-from common.opa_client import OpaClient, OpaSettings
+from fedplace.admission.deferred import Deferred
+from fedplace.admission.handler import build_app
+from fedplace.common.opa_client import OpaClient, OpaSettings
 from tests.admission.conftest import Harness, make_config, replicaset, review
 from tests.admission.test_webhook import ALLOW_WITH_ANNOTATION, Delta
 
@@ -91,7 +91,7 @@ async def test_an_answers_metrics_and_log_line_wait_for_the_next_query_a_scrape_
     bookkeeping, so each is seen on its own."""
     h = harness
     await h.put_policy(ALLOW_WITH_ANNOTATION)
-    caplog.set_level(logging.INFO, logger="admission.handler")
+    caplog.set_level(logging.INFO, logger="fedplace.admission.handler")
     config = make_config(h.opa_url, h.opa_client.settings.token, h.policy_namespace)
     opa = OpaClient(OpaSettings(url=h.opa_url, token=h.opa_client.settings.token, lean_http=True))
     app = build_app(config, opa, PoliciesExist(), deferred=Deferred(max_delay=3600))

@@ -15,8 +15,8 @@ import trustme
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from admission.lifecycle import Webhook
-from common.kube_client import KubeApiError, kube_json
+from fedplace.admission.lifecycle import Webhook
+from fedplace.common.kube_client import KubeApiError, kube_json
 from devstack.launch import ServerProcess
 from tests.admission.conftest import Harness, replicaset, review
 from tests.fixtures.kube import ScratchNamespaces
@@ -101,7 +101,7 @@ async def test_the_command_serves_and_stops_on_sigterm_without_logging_the_token
     await kube_json(kube_api, "POST", f"/api/v1/namespaces/{policy_ns}/configmaps", body={
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "p"}, "data": {}})
     proc = ServerProcess("admission", [
-        "-m", "admission", "--listen", "127.0.0.1:{port}", "--kubeconfig", str(kube.kubeconfig),
+        "-m", "fedplace.admission", "--listen", "127.0.0.1:{port}", "--kubeconfig", str(kube.kubeconfig),
         "--opa-url", opa.url, "--opa-token-file", str(token_file), "--policy-namespace", policy_ns,
         "--deadline", "1", "--log-level", "debug"], "/readyz", tmp_path)
     proc.start()

@@ -14,7 +14,7 @@ import trustme
 from aiohttp import web
 from cryptography import x509
 
-from admission.tls import ReloadingTLS
+from fedplace.admission.tls import ReloadingTLS
 
 
 async def _serve(ctx: ssl.SSLContext) -> tuple[web.AppRunner, int]:

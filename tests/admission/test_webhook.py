@@ -20,7 +20,7 @@ import pytest
 from kubernetes_asyncio import client
 from prometheus_client import REGISTRY
 
-from common.kube_client import kube_json
+from fedplace.common.kube_client import kube_json
 from devstack.launch import free_port
 from tests.admission.conftest import Harness, eventually, replicaset, review
 from tests.metrics import metric
@@ -486,7 +486,7 @@ async def test_stop_finishes_in_flight_requests(proxied_harness: Harness) -> Non
 
 
 async def test_token_file_rotation(harness: Harness, opa_auth: Any, tmp_path: Any) -> None:
-    from common.opa_client import OpaClient, OpaSettings
+    from fedplace.common.opa_client import OpaClient, OpaSettings
 
     h = harness
     async with OpaClient(OpaSettings(url=opa_auth.url, token=opa_auth.token)) as admin:

@@ -23,8 +23,8 @@ import aiohttp
 import pytest
 from kubernetes_asyncio import client
 
-from admission.config import ConfigError, load_config
-from common.kube_client import kube_json
+from fedplace.admission.config import ConfigError, load_config
+from fedplace.common.kube_client import kube_json
 from devstack.launch import ServerProcess
 from tests.admission.conftest import eventually, replicaset, review
 from tests.fixtures.kube import ScratchNamespaces
@@ -57,8 +57,8 @@ async def workers(opa: Any, kube: Any, kube_api: client.ApiClient, kube_namespac
     token_file = tmp_path / "opa.token"
     token_file.write_text((opa.token or f"unused-{uuid.uuid4().hex}") + "\n")
     proc = ServerProcess("admission-workers", [
-        "-m", "admission", "--workers", "2", "--listen", "127.0.0.1:{port}", "--kubeconfig", str(kube.kubeconfig),
-        "--opa-url", opa.url, "--opa-token-file", str(token_file), "--policy-namespace", policy_ns,
+        "-m", "fedplace.admission", "--workers", "2", "--listen", "127.0.0.1:{port}",
+        "--kubeconfig", str(kube.kubeconfig), "--opa-url", opa.url, "--opa-token-file", str(token_file), "--policy-namespace", policy_ns,
         "--deadline", "1"], "/readyz", tmp_path)
     proc.start(timeout=60)
 
@@ -129,8 +129,8 @@ def test_the_port_taken_is_exit_1_at_once(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        done = subprocess.run([sys.executable, "-m", "admission", "--workers", "2", "--listen", f"127.0.0.1:{port}",
-                               "--kubeconfig", str(tmp_path / "none")], capture_output=True, text=True, timeout=60,
+        done = subprocess.run([sys.executable, "-m", "fedplace.admission", "--workers", "2",
+                               "--listen", f"127.0.0.1:{port}", "--kubeconfig", str(tmp_path / "none")], capture_output=True, text=True, timeout=60,
                               cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == 1
     assert "cannot bind" in done.stderr

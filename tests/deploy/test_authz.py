@@ -18,9 +18,9 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from common.kube_client import Resource
+from fedplace.common.kube_client import Resource
 from devstack.launch import ServerProcess
-from sync.subject_index import index_path
+from fedplace.sync.subject_index import index_path
 from tests.deploy.conftest import DEPLOY, SCRIPTS, container, expand_env, flag, run
 
 AUTHZ = DEPLOY / "base" / "opa" / "authz.rego"
@@ -156,11 +156,11 @@ def test_authz_constants_match_the_components_flags(authz: Rule, rendered):
     crb = Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings", False)
     assert authz("index_root", {}, ENV) == index_path(flag(sync, "--replicate-path", "kubernetes"), crb)[0]
     try:
-        from sync.sentinel import SENTINEL_PATH
+        from fedplace.sync.sentinel import SENTINEL_PATH
     except ImportError:
         SENTINEL_PATH = ["fedplace_sync"]
     assert [authz("sentinel_root", {}, ENV)] == list(SENTINEL_PATH)
-    from admission.config import DEFAULT_DECISION_PATH
+    from fedplace.admission.config import DEFAULT_DECISION_PATH
 
     adm = container(r.get("Deployment", "fedplace-admission", "opa"), "admission")
     decision = flag(adm, "--opa-decision-path", DEFAULT_DECISION_PATH)

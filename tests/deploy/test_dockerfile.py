@@ -117,7 +117,7 @@ def copied_sources() -> list[str]:
 
 
 def local_imports(package: Path) -> set[str]:
-    tops = {p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()}
+    """The repository folders a folder's modules import: fedplace.X is folder X, devstack itself."""
     found: set[str] = set()
     for f in package.rglob("*.py"):
         for node in ast.walk(ast.parse(f.read_text(), str(f))):
@@ -127,7 +127,12 @@ def local_imports(package: Path) -> set[str]:
                 names = [node.module]
             else:
                 continue
-            found |= {n.split(".")[0] for n in names} & tops
+            for name in names:
+                parts = name.split(".")
+                if parts[0] == "fedplace" and len(parts) > 1:
+                    found.add(parts[1])
+                elif parts[0] == "devstack":
+                    found.add("devstack")
     return found
 
 
@@ -141,7 +146,10 @@ def test_copied_sources_exist_are_in_the_context_and_suffice():
         assert files and not any(ignore.excluded(str(p.relative_to(ROOT))) for p in files), \
             f"{src} is excluded by .dockerignore"
     copied = {s.rstrip("/") for s in sources}
-    # Every first-party package the two commands import (transitively) is copied.
+    # Every folder pyproject.toml maps into the package is copied (setuptools needs them all)...
+    mapped = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"].values())
+    assert mapped <= copied, f"mapped into fedplace but not copied: {mapped - copied}"
+    # ...and so is every folder the two commands import (transitively).
     needed = {"admission", "sync"}
     frontier = set(needed)
     while frontier:

@@ -45,7 +45,7 @@ def webhooks(r: Rendered) -> list[dict[str, Any]]:
 
 
 def admission_args(r: Rendered) -> Any:
-    from admission.config import build_parser
+    from fedplace.admission.config import build_parser
 
     return build_parser().parse_args(admission(r).get("args") or [])
 
@@ -56,10 +56,10 @@ def sync_config(r: Rendered) -> Any:
     env.update({e["name"]: e["value"] for e in c.get("env") or [] if "value" in e})
     args = expand_env(c.get("args") or [], env)
     try:
-        from sync.config import parse_args
+        from fedplace.sync.config import parse_args
     except ImportError:  # older layout
         try:
-            from sync.settings import parse_settings as parse_args  # type: ignore[no-redef]
+            from fedplace.sync.settings import parse_settings as parse_args  # type: ignore[no-redef]
         except ImportError:
             pytest.skip("opa-kube-sync's flag parser (sync.config) is not importable")
     return parse_args(args)

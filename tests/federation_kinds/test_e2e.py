@@ -21,7 +21,7 @@ from typing import Any, AsyncIterator
 import pytest
 from kubernetes_asyncio import client
 
-from common.kube_client import KubeApiError, kube_json
+from fedplace.common.kube_client import KubeApiError, kube_json
 from tests.fixtures.kube import ScratchNamespaces
 from tests.fixtures.stack import eventually, policy_loaded, rules, webhook_stack
 from tests.packs.limitrange.conftest import pack_configmaps
@@ -172,8 +172,8 @@ async def test_explain_reads_selector_kinds_and_never_a_secrets_content(kube: An
                                                                      kube_namespace: str, opa: Any):
     import argparse
 
-    from common.opa_client import OpaClient, OpaSettings
-    from insight.explain import add_arguments, explain, read_object
+    from fedplace.common.opa_client import OpaClient, OpaSettings
+    from fedplace.insight.explain import add_arguments, explain, read_object
 
     await kube_json(kube_api, "POST", f"/api/v1/namespaces/{kube_namespace}/secrets", body={
         "apiVersion": "v1", "kind": "Secret", "type": "Opaque",

@@ -1,6 +1,6 @@
 """A seeded, time-bounded fuzz campaign against fedplace-admission and opa-kube-sync.
 
-Both run as subprocesses (``python -m admission``, ``python -m sync``) against
+Both run as subprocesses (``python -m fedplace.admission``, ``python -m fedplace.sync``) against
 the devstack engine and API server, so a crash is a process that exits and
 memory is the process's own RSS. One ``random.Random(seed)`` drives every
 choice, so a seed replays a campaign (timing aside).
@@ -39,9 +39,9 @@ from typing import Any
 
 import aiohttp
 
-from common.kube_client import KubeApiError, kube_json
+from fedplace.common.kube_client import KubeApiError, kube_json
 from devstack.launch import ServerProcess
-from sync.policy_loader import MAX_STATUS_BYTES, STATUS_ANNOTATION
+from fedplace.sync.policy_loader import MAX_STATUS_BYTES, STATUS_ANNOTATION
 
 __all__ = ["AdmissionFigures", "ConfigMapFigures", "fuzz_admission", "fuzz_configmaps", "proc_rss_mb"]
 
@@ -274,7 +274,7 @@ async def fuzz_admission(*, rng: random.Random, requests: int, seconds: float, o
     config = log_dir / "admission-fuzz.yaml"
     config.write_text(json.dumps({"read_timeout": read_timeout, "deadline": 2.0, "opa": {"timeout": 1.0},
                                   "events": {"burst": 5, "refill_seconds": 60}}))
-    hook = ServerProcess("admission-fuzz", ["-m", "admission", "--config", str(config), "--listen",
+    hook = ServerProcess("admission-fuzz", ["-m", "fedplace.admission", "--config", str(config), "--listen",
                                             "127.0.0.1:{port}", "--opa-url", opa.url, "--kubeconfig",
                                             str(kube.kubeconfig), "--policy-namespace", policy_ns,
                                             "--log-level", "warning"], "/readyz", log_dir)
@@ -446,7 +446,7 @@ def module(rng: random.Random) -> str:
 
 async def fuzz_configmaps(*, rng: random.Random, operations: int, seconds: float, opa: Any, kube: Any, api: Any,
                           policy_ns: str, log_dir: Path) -> ConfigMapFigures:
-    sync = ServerProcess("sync-fuzz", ["-m", "sync", "--opa-url", opa.url + "/v1", "--kubeconfig",
+    sync = ServerProcess("sync-fuzz", ["-m", "fedplace.sync", "--opa-url", opa.url + "/v1", "--kubeconfig",
                                        str(kube.kubeconfig), "--listen", "127.0.0.1:{port}", "--enable-data", "false",
                                        "--policy-namespace", policy_ns, "--opa-check-interval", "0.5",
                                        "--opa-timeout", "5", "--log-level", "warning"], "/healthz", log_dir)

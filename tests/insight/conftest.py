@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import yaml
 
-from common.annotations import canonical_value
-from common.opa_client import OpaClient, OpaSettings
-from sync import replicated_root
+from fedplace.common.annotations import canonical_value
+from fedplace.common.opa_client import OpaClient, OpaSettings
+from fedplace.sync import replicated_root
 from tests.policies.suite import put_in_dependency_order
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,8 +15,8 @@ from typing import Any
 
 import yaml
 
-from common.kube_client import kube_json
-from insight import explain
+from fedplace.common.kube_client import kube_json
+from fedplace.insight import explain
 from tests.insight.conftest import EU, PCI, PREFS, rs, run_command
 
 

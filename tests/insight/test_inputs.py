@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from insight.evaluate import BindingsEvaluator
-from insight.inputs import analyse, projection
-from insight.whatif import decide_workloads
+from fedplace.insight.evaluate import BindingsEvaluator
+from fedplace.insight.inputs import analyse, projection
+from fedplace.insight.whatif import decide_workloads
 from tests.packs.schedulingpolicy.helpers import everyone_may_use, policy, world
 from tests.policies import cases
 from tests.policies.suite import modules, parse

@@ -20,13 +20,13 @@ import aiohttp
 import pytest
 import yaml
 
-from common.kube_client import KubeApiError, Resource, kube_json
+from fedplace.common.kube_client import KubeApiError, Resource, kube_json
 from devstack.federation import CLUSTER_CRD, CLUSTERS_PATH
 from devstack.scratch import install_crd, unique_name
-from insight import page, report
-from insight.view import CONSTRAINT_PREFIX, build_view
-from sync.app import SyncApp
-from sync.config import parse_args
+from fedplace.insight import page, report
+from fedplace.insight.view import CONSTRAINT_PREFIX, build_view
+from fedplace.sync.app import SyncApp
+from fedplace.sync.config import parse_args
 from tests.insight.conftest import EU, MANIFEST, PCI, PREFS, cluster, rs, run_command
 
 RS = Resource("apps", "v1", "replicasets", True)

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from insight import cli
-from insight.whatif import LabelChange, Threshold, apply_labels, read_proposal
-from sync.config import parse_args
+from fedplace.insight import cli
+from fedplace.insight.whatif import LabelChange, Threshold, apply_labels, read_proposal
+from fedplace.sync.config import parse_args
 from tests.insight.conftest import cluster
 
 LIVE = ["ns/cm/a.rego", "ns/cm/b.rego", "ns/other/lib.rego", "opa-kube-sync/replicated-root.rego"]

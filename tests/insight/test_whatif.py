@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from insight import whatif
+from fedplace.insight import whatif
 from tests.insight.conftest import EU, MANIFEST, PCI, rs, run_command
 
 LIB_ID = "kube-federation-scheduling-policy/fedplace-federation/lib.rego"

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from common.kube_client import KubeApiError, kube_json
+from fedplace.common.kube_client import KubeApiError, kube_json
 from tests.fixtures.kube import ScratchNamespaces
 
 from .helpers import WebhookTLS, b64_patch, mwc_body, raw, register_webhook, unique, webhook_server

@@ -11,7 +11,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from common.kube_client import kube_json, kube_stream
+from fedplace.common.kube_client import kube_json, kube_stream
 
 from .helpers import assert_status, raw, status_of
 

@@ -10,7 +10,7 @@ import pytest
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.rest import ApiException
 
-from common.kube_client import kube_json
+from fedplace.common.kube_client import kube_json
 from devstack.scratch import create_namespace
 
 from .helpers import collect, raw, unique

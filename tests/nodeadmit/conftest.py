@@ -22,8 +22,8 @@ import pytest
 
 from devstack.launch import free_port
 from devstack.nodeadmit_demo import port_open
-from nodeadmit.config import ManagerConfig
-from nodeadmit.manager import AdmissionPluginManager
+from fedplace.nodeadmit.config import ManagerConfig
+from fedplace.nodeadmit.manager import AdmissionPluginManager
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = Path(sys.executable).parent

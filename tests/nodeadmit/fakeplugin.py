@@ -14,7 +14,7 @@ Behaviours:
 * ``crash`` — the process exits in the middle of the request;
 * ``error`` — socket: close without an answer; gRPC: the call fails with INTERNAL.
 
-Valid answers go through :mod:`nodeadmit.serve` (the plugin library); the broken
+Valid answers go through :mod:`fedplace.nodeadmit.serve` (the plugin library); the broken
 ones are written by hand. The process writes ``ready`` to stdout once listening.
 """
 
@@ -26,8 +26,8 @@ import os
 import sys
 from typing import Any
 
-from nodeadmit.result import AdmitResult
-from nodeadmit.serve import serve_grpc, serve_socket
+from fedplace.nodeadmit.result import AdmitResult
+from fedplace.nodeadmit.serve import serve_grpc, serve_socket
 
 INVALID = {"garbage", "incomplete", "crash", "error"}
 
@@ -67,7 +67,7 @@ async def broken_socket(path: str, behaviour: str) -> asyncio.AbstractServer:
 async def broken_grpc(port: int, behaviour: str) -> Any:
     import grpc
 
-    from nodeadmit.plugins import admit_method_path
+    from fedplace.nodeadmit.plugins import admit_method_path
 
     async def admit(request: bytes, context: Any) -> bytes:
         if behaviour == "crash":

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from common.config import ConfigError
-from nodeadmit.config import parse_feature_gates, plugin_config_from
-from nodeadmit.manager import AdmissionPluginManager
+from fedplace.common.config import ConfigError
+from fedplace.nodeadmit.config import parse_feature_gates, plugin_config_from
+from fedplace.nodeadmit.manager import AdmissionPluginManager
 from tests.nodeadmit.conftest import Node, pod, run_manager
 
 REJECT = 'cat >/dev/null\necho \'{"admit": false, "reason": "NotHere", "message": "nothing runs here"}\''

@@ -19,6 +19,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 API = Path("nodeadmit") / "api"
+# Where the package is installed (fedplace.nodeadmit.api): the generator writes imports from it.
+INSTALLED = Path("fedplace") / API
 
 
 def descriptor(pb2_source: str) -> bytes:
@@ -33,24 +35,24 @@ def service_code(grpc_source: str) -> str:
 
 def test_committed_stubs_match_the_proto(tmp_path: Path) -> None:
     protoc = pytest.importorskip("grpc_tools.protoc")
-    (tmp_path / API).mkdir(parents=True)
-    shutil.copy(ROOT / API / "podadmission.proto", tmp_path / API)
+    (tmp_path / INSTALLED).mkdir(parents=True)
+    shutil.copy(ROOT / API / "podadmission.proto", tmp_path / INSTALLED)
     status = protoc.main(["protoc", "-I", str(tmp_path), f"--python_out={tmp_path}", f"--grpc_python_out={tmp_path}",
-                          str(tmp_path / API / "podadmission.proto")])
+                          str(tmp_path / INSTALLED / "podadmission.proto")])
     assert status == 0
     stale = f"{API} is stale: regenerate the stubs (see podadmission.proto)"
-    fresh, committed = (d / API / "podadmission_pb2.py" for d in (tmp_path, ROOT))
+    fresh, committed = tmp_path / INSTALLED / "podadmission_pb2.py", ROOT / API / "podadmission_pb2.py"
     assert descriptor(fresh.read_text()) == descriptor(committed.read_text()), stale
-    fresh, committed = (d / API / "podadmission_pb2_grpc.py" for d in (tmp_path, ROOT))
+    fresh, committed = tmp_path / INSTALLED / "podadmission_pb2_grpc.py", ROOT / API / "podadmission_pb2_grpc.py"
     assert service_code(fresh.read_text()) == service_code(committed.read_text()), stale
 
 
 def test_the_stale_check_notices_a_changed_proto(tmp_path: Path) -> None:
     protoc = pytest.importorskip("grpc_tools.protoc")
-    (tmp_path / API).mkdir(parents=True)
+    (tmp_path / INSTALLED).mkdir(parents=True)
     changed = (ROOT / API / "podadmission.proto").read_text().replace("string message = 3;", "string note = 3;")
-    (tmp_path / API / "podadmission.proto").write_text(changed)
+    (tmp_path / INSTALLED / "podadmission.proto").write_text(changed)
     assert protoc.main(["protoc", "-I", str(tmp_path), f"--python_out={tmp_path}",
-                        str(tmp_path / API / "podadmission.proto")]) == 0
-    assert descriptor((tmp_path / API / "podadmission_pb2.py").read_text()) != \
+                        str(tmp_path / INSTALLED / "podadmission.proto")]) == 0
+    assert descriptor((tmp_path / INSTALLED / "podadmission_pb2.py").read_text()) != \
         descriptor((ROOT / API / "podadmission_pb2.py").read_text())

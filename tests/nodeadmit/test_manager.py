@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from devstack.launch import free_port
-from nodeadmit.manager import ManagerResult
-from nodeadmit.result import (
+from fedplace.nodeadmit.manager import ManagerResult
+from fedplace.nodeadmit.result import (
     REASON_FAILED,
     REASON_INVALID_RESULT,
     REASON_MISSING,

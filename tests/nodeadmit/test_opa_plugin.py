@@ -17,18 +17,18 @@ from typing import Any
 
 import pytest
 
-from common.config import ConfigError
-from common.opa_query import OpaOutcome
+from fedplace.common.config import ConfigError
+from fedplace.common.opa_query import OpaOutcome
 from devstack.launch import free_port
 from devstack.nodeadmit_demo import PACK, PACK_ORDER, pack_modules
-from nodeadmit.opa_plugin import (
+from fedplace.nodeadmit.opa_plugin import (
     REASON_DENIED,
     REASON_POLICY_ERROR,
     NodeAdmitPlugin,
     config_from_mapping,
     result_from_outcome,
 )
-from nodeadmit.result import REASON_FAILED, AdmitResult
+from fedplace.nodeadmit.result import REASON_FAILED, AdmitResult
 from tests.fixtures.opa import OpaServer
 from tests.nodeadmit.conftest import NODE_ADMIT, Node, pod
 

@@ -1,7 +1,7 @@
 """Rejected pods, as the kubelet reports them, against the API server (``kube`` fixture).
 
 No kubelet here: the pod is created through the API, the rejection is written
-with :func:`nodeadmit.rejection.report_rejection` (or by the console script's
+with :func:`fedplace.nodeadmit.rejection.report_rejection` (or by the console script's
 ``--report``), and the test reads back the pod's status and the Event.
 """
 
@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from common.kube_client import KubeApiError, kube_json
-from nodeadmit.rejection import rejected_pod_status, rejection_event, report_rejection
-from nodeadmit.result import AdmitResult
+from fedplace.common.kube_client import KubeApiError, kube_json
+from fedplace.nodeadmit.rejection import rejected_pod_status, rejection_event, report_rejection
+from fedplace.nodeadmit.result import AdmitResult
 from tests.fixtures.kube import KubeServer
 from tests.nodeadmit.conftest import Node, pod, run_manager
 

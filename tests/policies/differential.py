@@ -34,7 +34,7 @@ from urllib.parse import quote
 import aiohttp
 from opa_bindings import OpaEngine, OpaError
 
-from common import jsonsafe
+from fedplace.common import jsonsafe
 from tests.fixtures.opa import OpaServer
 from tests.policies.suite import data_ref, opa_engine, put_in_dependency_order
 

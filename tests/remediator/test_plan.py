@@ -4,9 +4,9 @@ import argparse
 
 import pytest
 
-from remediator.config import add_arguments, settings_from_args
-from remediator.coverage import outstanding
-from remediator.plan import Notification, chunks, guard_verdict, parse_notifications, plan_pass
+from fedplace.remediator.config import add_arguments, settings_from_args
+from fedplace.remediator.coverage import outstanding
+from fedplace.remediator.plan import Notification, chunks, guard_verdict, parse_notifications, plan_pass
 
 PREFS = "federation.kubernetes.io/replica-set-preferences"
 

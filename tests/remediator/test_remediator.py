@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from common.events import EventRecorder
-from common.kube_client import Resource, kube_json
-from common.opa_client import OpaClient, OpaSettings
-from remediator.config import RemediatorSettings
-from remediator.remediator import ApiObjectSource, Remediator
+from fedplace.common.events import EventRecorder
+from fedplace.common.kube_client import Resource, kube_json
+from fedplace.common.opa_client import OpaClient, OpaSettings
+from fedplace.remediator.config import RemediatorSettings
+from fedplace.remediator.remediator import ApiObjectSource, Remediator
 from tests.fixtures.kube import ScratchNamespaces
 from tests.fixtures.stack import eventually
 from tests.remediator import workloads
@@ -388,7 +388,7 @@ async def test_a_change_during_a_full_pass_re_evaluates_only_what_was_evaluated_
 async def test_watch_events_overtaking_the_patch_answer_are_settled_by_it(world, opa, monkeypatch):
     """The watch may deliver the state our PATCH produced before the PATCH's answer arrives:
     that echo starts no pass; anybody else's version arriving meanwhile does (a target)."""
-    import remediator.remediator as module
+    import fedplace.remediator.remediator as module
 
     api = world
     rem, source, client = make(api, opa)

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from common.kube_client import Resource, kube_json
-from common.opa_client import OpaClient, OpaSettings
-from remediator.config import RemediatorSettings
-from remediator.remediator import ApiObjectSource, Remediator
+from fedplace.common.kube_client import Resource, kube_json
+from fedplace.common.opa_client import OpaClient, OpaSettings
+from fedplace.remediator.config import RemediatorSettings
+from fedplace.remediator.remediator import ApiObjectSource, Remediator
 from tests.fixtures.kube import ScratchNamespaces
 from tests.remediator import workloads
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from common.kube_client import Resource, kube_json
-from sync import replicated_root
+from fedplace.common.kube_client import Resource, kube_json
+from fedplace.sync import replicated_root
 
 ROOT = Path(__file__).resolve().parents[2]
 PCI = "policy.federation.alpha.kubernetes.io/pci-compliance-level"

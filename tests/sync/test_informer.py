@@ -15,8 +15,8 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from common.informer import Informer, InformerSettings
-from common.kube_client import Resource, kube_json
+from fedplace.common.informer import Informer, InformerSettings
+from fedplace.common.kube_client import Resource, kube_json
 
 CM = Resource("", "v1", "configmaps", True)
 NAMESPACES = Resource("", "v1", "namespaces", False)

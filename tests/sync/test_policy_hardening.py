@@ -19,9 +19,9 @@ from typing import Any, Awaitable, Callable
 import aiohttp
 import pytest
 
-from common.kube_client import KubeApiError, kube_json
-from sync.app import SyncApp
-from sync.policy_loader import STATUS_ANNOTATION
+from fedplace.common.kube_client import KubeApiError, kube_json
+from fedplace.sync.app import SyncApp
+from fedplace.sync.policy_loader import STATUS_ANNOTATION
 from tests.fixtures.kube import ScratchNamespaces
 from tests.sync.test_sync import start_sync as sync_starter  # noqa: F401 - a fixture
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sync.rego_scan import RegoScanError, outline, package_clause
+from fedplace.sync.rego_scan import RegoScanError, outline, package_clause
 
 opa_bindings = pytest.importorskip("opa_bindings.engine", reason="OPA's parser (opa_bindings) is a test dependency")
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from opa_bindings import OpaEngine
 
-from sync import replicated_root
+from fedplace.sync import replicated_root
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = ROOT / "policies"

@@ -20,14 +20,14 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 import aiohttp
 import pytest
 
-from common.kube_client import KubeApiError, Resource, kube_json
+from fedplace.common.kube_client import KubeApiError, Resource, kube_json
 from devstack.federation import CLUSTER_CRD
-from sync import replicated_root
-from sync.app import SyncApp
-from sync.config import parse_args
-from sync.policy_loader import STATUS_ANNOTATION
-from sync.replicate import LAST_APPLIED, layout, strip
-from sync.subject_index import subject_index
+from fedplace.sync import replicated_root
+from fedplace.sync.app import SyncApp
+from fedplace.sync.config import parse_args
+from fedplace.sync.policy_loader import STATUS_ANNOTATION
+from fedplace.sync.replicate import LAST_APPLIED, layout, strip
+from fedplace.sync.subject_index import subject_index
 from tests.fixtures.kube import ScratchNamespaces
 from tests.metrics import metric
 
@@ -827,10 +827,10 @@ async def test_kube_root_ca_configmap_is_not_loaded(world, opa, start_sync):
 
 SLIM_PROBE = """
 import asyncio, sys
-from common import kube_slim
+from fedplace.common import kube_slim
 assert kube_slim.install()
 import kubernetes_asyncio.client as client
-from common.kube_client import kube_json, new_api_client
+from fedplace.common.kube_client import kube_json, new_api_client
 
 async def main():
     api = await new_api_client(sys.argv[1])
@@ -845,7 +845,7 @@ asyncio.run(main())
 
 
 def test_slim_kubernetes_client_talks_raw_json_without_generated_classes(kube):
-    """What ``python -m sync`` loads (common/kube_slim.py): kubeconfig loading and raw
+    """What ``python -m fedplace.sync`` loads (common/kube_slim.py): kubeconfig loading and raw
     JSON calls work; the generated API and model classes are not there."""
     proc = subprocess.run([sys.executable, "-c", SLIM_PROBE, str(kube.kubeconfig)], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)

@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from common.kube_client import Resource
-from sync.config import DEFAULT_POLICY_NAMESPACE, parse_args
-from sync.policy_loader import data_hash, module_ids, normalize_errors, reserved_package_error, status_value
-from sync.rego_scan import RegoScanError, package_clause
-from sync.replicate import LAST_APPLIED, batch_ops, layout, namespace_field_selector, object_path, retryable, strip
-from sync.signal import ChangeSignal
-from common.opa_client import OpaRequestError, OpaUnavailable
+from fedplace.common.kube_client import Resource
+from fedplace.sync.config import DEFAULT_POLICY_NAMESPACE, parse_args
+from fedplace.sync.policy_loader import data_hash, module_ids, normalize_errors, reserved_package_error, status_value
+from fedplace.sync.rego_scan import RegoScanError, package_clause
+from fedplace.sync.replicate import (LAST_APPLIED, batch_ops, layout, namespace_field_selector, object_path, retryable,
+                                     strip)
+from fedplace.sync.signal import ChangeSignal
+from fedplace.common.opa_client import OpaRequestError, OpaUnavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 RS = Resource("apps", "v1", "replicasets", True)
@@ -193,7 +194,7 @@ def test_defaults_and_remediation():
 
 
 def test_python_m_sync_exits_2_on_a_bad_flag():
-    proc = subprocess.run([sys.executable, "-m", "sync", "--listen", "nowhere"], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "fedplace.sync", "--listen", "nowhere"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "--listen" in proc.stderr

@@ -3,7 +3,7 @@
 import jsonpatch
 import pytest
 
-from common.annotations import (
+from fedplace.common.annotations import (
     annotation_json_patch,
     annotation_merge_patch,
     annotations_to_change,

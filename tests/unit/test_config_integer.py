@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from common.config import ConfigError, integer
+from fedplace.common.config import ConfigError, integer
 
 
 @pytest.mark.parametrize("value, expected", [(1, 1), (7, 7), (10, 10)])

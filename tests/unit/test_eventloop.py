@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-from common.eventloop import loop_name, run
+from fedplace.common.eventloop import loop_name, run
 
 
 async def _which() -> str:

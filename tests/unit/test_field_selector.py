@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from common.field_selector import FieldSelector, Term
+from fedplace.common.field_selector import FieldSelector, Term
 
 
 def obj(name: str, namespace: str | None = None) -> dict:

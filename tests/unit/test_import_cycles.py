@@ -13,12 +13,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("admission", "common", "devstack", "insight", "nodeadmit", "remediator", "sync")
+# The product's folders install as fedplace.<folder> (pyproject.toml's package-dir); the devstack as itself.
+PRODUCT = {"admission", "common", "insight", "nodeadmit", "remediator", "sync"}
 
 
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
+    if parts[0] in PRODUCT:
+        parts.insert(0, "fedplace")
     return ".".join(parts)
 
 

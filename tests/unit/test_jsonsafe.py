@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from common.jsonsafe import JsonRejected, dumps, json_depth, loads, loads_bounded
-from common.logs import JsonFormatter
+from fedplace.common.jsonsafe import JsonRejected, dumps, json_depth, loads, loads_bounded
+from fedplace.common.logs import JsonFormatter
 
 
 @pytest.mark.parametrize("raw", [

@@ -11,8 +11,8 @@ import pytest
 import trustme
 from aiohttp import web
 
-from common.opa_client import OpaClient, OpaMalformedResponse, OpaRequestError, OpaSettings, OpaUnavailable
-from common.opa_http import OpaConnectionPool
+from fedplace.common.opa_client import OpaClient, OpaMalformedResponse, OpaRequestError, OpaSettings, OpaUnavailable
+from fedplace.common.opa_http import OpaConnectionPool
 from devstack.launch import free_port
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

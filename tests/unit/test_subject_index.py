@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from common.kube_client import Resource
-from sync.replicate import layout
-from sync.subject_index import index_path, indexed, subject_index
+from fedplace.common.kube_client import Resource
+from fedplace.sync.replicate import layout
+from fedplace.sync.subject_index import index_path, indexed, subject_index
 
 CRB = Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings", False)
 RB = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", True)

@@ -31,10 +31,10 @@ import jsonpatch
 import pytest
 from kubernetes_asyncio import client
 
-from admission.config import config_from_mapping
-from admission.lifecycle import Webhook
-from common.kube_client import kube_json
-from common.opa_client import OpaClient, OpaSettings
+from fedplace.admission.config import config_from_mapping
+from fedplace.admission.lifecycle import Webhook
+from fedplace.common.kube_client import kube_json
+from fedplace.common.opa_client import OpaClient, OpaSettings
 from tests.fixtures.kube import ScratchNamespaces
 from tests.fixtures.opa import OpaServer
 from tests.packs.limitrange.harness import EVALUATORS, PACK_MODULES, Evaluator, InProcess, Server

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from common.opa_client import OpaClient, OpaSettings
-from insight import limits
+from fedplace.common.opa_client import OpaClient, OpaSettings
+from fedplace.insight import limits
 from tests.packs.limitrange.conftest import POLICY_PREFIX, dependency_order, load_modules, pack_modules
 from tests.packs.limitrange.reference import container, item, lr
 

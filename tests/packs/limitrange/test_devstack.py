@@ -10,7 +10,7 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from common.kube_client import KubeApiError, kube_json
+from fedplace.common.kube_client import KubeApiError, kube_json
 from tests.fixtures.kube import ScratchNamespaces
 from tests.packs.limitrange.reference import item, lr
 

@@ -23,7 +23,7 @@ from typing import Any, AsyncIterator
 import pytest
 from kubernetes_asyncio import client
 
-from common.kube_client import KubeApiError, kube_json
+from fedplace.common.kube_client import KubeApiError, kube_json
 from tests.fixtures.kube import ScratchNamespaces
 from tests.fixtures.stack import eventually, policy_loaded, rules, webhook_stack
 from tests.packs.limitrange import harness

@@ -18,10 +18,10 @@ from typing import Any, AsyncIterator
 import pytest
 import yaml
 
-from common.kube_client import KubeApiError, Resource, kube_json
+from fedplace.common.kube_client import KubeApiError, Resource, kube_json
 from devstack.schedulingpolicy import COMPONENT, SYNC_FLAGS, component, pack_sources
 from devstack.scratch import install_crd
-from sync.policy_loader import STATUS_ANNOTATION
+from fedplace.sync.policy_loader import STATUS_ANNOTATION
 from tests.admission.conftest import eventually
 from tests.fixtures.kube import ScratchNamespaces
 from tests.fixtures.stack import rules, webhook_stack
