@@ -21,7 +21,8 @@ Passes are triggered by :meth:`Remediator.trigger` (the sync calls it after
 data or policy changes; triggers within ``debounce`` are folded into one), by
 :meth:`Remediator.on_replicated` (changed remediated objects: a targeted
 pass), by a periodic full pass every ``interval`` seconds, and by ``POST
-/v1/notifications`` (bearer token), whose items are applied directly. A
+/v1/notifications`` (:mod:`fedplace.sync.notifications`), whose items are applied
+directly (:meth:`Remediator.apply_notifications`). A
 request made while a pass runs is pruned by what that pass evaluated after it
 (:func:`fedplace.remediator.coverage.outstanding`): a full pass interrupted by a
 cluster change re-evaluates only the objects it had evaluated before it.
@@ -30,15 +31,12 @@ cluster change re-evaluates only the objects it had evaluated before it.
 from __future__ import annotations
 
 import asyncio
-import hmac
-import json
 import logging
 import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Protocol
 
-from aiohttp import web
 from kubernetes_asyncio import client
 from prometheus_client import Counter, Histogram
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
@@ -46,7 +44,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 from fedplace.common.annotations import annotation_merge_patch
 from fedplace.common.events import EventRecorder, InvolvedObject
 from fedplace.common.kube_client import KubeApiError, Resource, kube_json
-from fedplace.common.opa_client import OpaClient, OpaError, TokenSource
+from fedplace.common.opa_client import OpaClient, OpaError
 from fedplace.remediator.config import RemediatorSettings
 from fedplace.remediator.coverage import outstanding
 from fedplace.remediator.leader import LeaderElector, default_identity
@@ -136,7 +134,10 @@ class Remediator:
         objects: ObjectSource,
         ready: Callable[[], bool],
         events: EventRecorder | None = None,
+        after_pass: Callable[[], None] = lambda: None,
     ) -> None:
+        """``after_pass`` is called when a pass ends: the echoes :meth:`holds_echo` claimed
+        may be replicated now."""
         self.settings = settings
         self.api = api
         self.opa = opa
@@ -150,8 +151,6 @@ class Remediator:
         if settings.leader_election:
             self.leader = LeaderElector(api, settings.lease_namespace, settings.lease_name,
                                         settings.identity or default_identity(), settings.lease_duration)
-        self._tokens = TokenSource(token_file=settings.notifications_token_file) \
-            if settings.notifications_token_file else None
         self.last_result: PassResult | None = None
         self.passes = 0
         # For the placement page (insight/page.py): the last remediations (newest first) and the
@@ -171,7 +170,7 @@ class Remediator:
         self._inflight: dict[Key, list[Mapping[str, Any]]] = {}
         self._held_events: list[tuple[str, str, str, str, str, str]] | None = None
         self._passing = False  # a pass runs: the replication of its echoes waits (holds_echo)
-        self.after_pass: Callable[[], None] = lambda: None  # the sync: let the held echoes go
+        self.after_pass = after_pass
 
     # -- triggers ------------------------------------------------------------
 
@@ -538,37 +537,6 @@ class Remediator:
             return
         self.events.record(InvolvedObject("coordination.k8s.io/v1", "Lease", self.settings.lease_name,
                                           self.settings.lease_namespace), etype, reason, message)
-
-    # -- HTTP ------------------------------------------------------------------------
-
-    def add_routes(self, app: web.Application) -> None:
-        """``POST /v1/notifications``: disabled (404) unless a token file is configured."""
-        if self._tokens is not None:
-            app.router.add_post("/v1/notifications", self._handle_notifications)
-
-    async def _handle_notifications(self, request: web.Request) -> web.Response:
-        expected = self._tokens.get() if self._tokens else None
-        header = request.headers.get("Authorization", "")
-        given = header[len("Bearer "):] if header.startswith("Bearer ") else ""
-        if not expected or not hmac.compare_digest(given.encode(), expected.encode()):
-            return web.json_response({"error": "unauthorized"}, status=401)
-        if not self.ready():
-            return web.json_response({"error": "not ready: initial sync not complete"}, status=503)
-        if not self.is_leader():
-            return web.json_response({"error": "not the leader; send notifications to the leading replica"},
-                                     status=503)
-        try:
-            notifications = parse_notifications(json.loads(await request.text()))
-        except ValueError as exc:
-            return web.json_response({"error": f"bad notifications: {exc}"}, status=400)
-        unknown = sorted({n.resource for n in notifications} - set(self.resources))
-        if unknown:
-            return web.json_response({"error": f"resources not remediated here: {', '.join(unknown)}"},
-                                     status=400)
-        result = await self.apply_notifications(notifications)
-        return web.json_response({"patched": result.patched, "in_sync": result.in_sync,
-                                  "missing": result.skipped_missing, "failed": result.failed,
-                                  "dry_run": result.dry_run})
 
 
 def _key(resource: str, obj: Mapping[str, Any]) -> tuple[str, str, str]:

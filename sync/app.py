@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from aiohttp import web
 from kubernetes_asyncio import client
@@ -27,6 +27,7 @@ from fedplace.insight import page as placement_page
 from fedplace.remediator.remediator import Remediator
 from fedplace.sync import replicated_root
 from fedplace.sync.config import SyncConfig
+from fedplace.sync.notifications import add_notifications_route
 from fedplace.sync.opa_watch import Responsiveness, SlowRequest, WatchedOpaClient
 from fedplace.sync.policy_loader import PolicyHandler
 from fedplace.sync.replicate import ReplicationHandler
@@ -113,10 +114,14 @@ class SyncApp:
         self.api = self._api or await new_api_client(s.kubeconfig)
         self.events = EventRecorder(self.api, "opa-kube-sync")
         self._spawn(self.events.run(), "events")
+        if s.remediator.enabled:
+            self.remediator = Remediator(s.remediator, self.api, self.opa, InformerObjects(self.replicators),
+                                         ready=self.is_ready, events=self.events, after_pass=self._release_held)
         if s.enable_data:
             for res in s.resources:
                 rep = ReplicationHandler(res, self.opa, s.replicate_path, self.signal, s.ignore_namespaces,
-                                         on_opa_error=self.detector.poke, on_written=self._on_written)
+                                         on_opa_error=self.detector.poke, on_written=self._on_written,
+                                         hold=self._echo_hold(res.plural))
                 rep.informer = Informer(self.api, res, rep, settings=rep.informer_settings())
                 self.replicators[res.plural] = rep
                 self.informers.append(rep.informer)
@@ -135,11 +140,8 @@ class SyncApp:
 
         app = web.Application()
         add_ops_routes(app, self.ready)
-        if s.remediator.enabled:
-            self.remediator = Remediator(s.remediator, self.api, self.opa, InformerObjects(self.replicators),
-                                         ready=self.is_ready, events=self.events)
-            self.remediator.add_routes(app)
-            self._hold_echoes(self.remediator)
+        if self.remediator is not None:
+            add_notifications_route(app, self.remediator, s.remediator.notifications_token_file, self.is_ready)
             self._spawn(self._forward_changes(self.remediator), "remediator-triggers")
             self._spawn(self.remediator.run(), "remediator")
         if s.placement_page:
@@ -222,19 +224,19 @@ class SyncApp:
                                    f"OPA is still working on module {mid} after {self.watch.threshold:g} s; the "
                                    "sync waits for its answer and does not send it again. " + message)
 
-    def _hold_echoes(self, remediator: Remediator) -> None:
-        """The echoes of a pass's own patches are replicated once the pass ends
-        (``Remediator.holds_echo``): OPA's data stays still under its queries."""
-        for plural in remediator.resources:
-            rep = self.replicators.get(plural)
-            if rep is not None:
-                rep.hold = lambda obj, plural=plural: remediator.holds_echo(plural, obj)
+    def _echo_hold(self, plural: str) -> Callable[[dict[str, Any]], bool]:
+        """What the replication of ``plural`` keeps back: the echoes of a remediation pass's own
+        patches, until the pass ends (``Remediator.holds_echo``): OPA's data stays still under
+        the pass's queries."""
+        remediator = self.remediator
+        if remediator is None or plural not in remediator.resources:
+            return lambda obj: False
+        return lambda obj: remediator.holds_echo(plural, obj)
 
-        def release() -> None:
-            for rep in self.replicators.values():
-                rep.wake()
-
-        remediator.after_pass = release
+    def _release_held(self) -> None:
+        """A remediation pass ended: what the replication held back goes now."""
+        for rep in self.replicators.values():
+            rep.wake()
 
     def _on_written(self, plural: str, objects: list[dict[str, Any]] | None) -> None:
         if self.remediator is not None:

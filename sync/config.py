@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from fedplace.common.kube_client import Resource
 from fedplace.common.opa_client import OpaSettings
-from fedplace.sync.policy_loader import Limits
+from fedplace.sync.policy_check import Limits
 from fedplace.remediator.config import RemediatorSettings, add_arguments as add_remediator_arguments
 from fedplace.remediator.config import settings_from_args as remediator_settings
 

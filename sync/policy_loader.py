@@ -7,13 +7,9 @@ informer handler for one namespace (:class:`PolicyHandler`):
 * a changed ConfigMap PUTs its modules; a removed key or a deleted ConfigMap
   DELETEs them; a relist also deletes modules under ``<namespace>/`` that no
   ConfigMap defines any more;
-* before OPA sees a module it is checked (:meth:`PolicyHandler._check`): size
-  and rule count within :class:`Limits` (also the namespace's total), and its
-  package — read by :mod:`fedplace.sync.rego_scan`, a lexer following OPA's parser,
-  never a line match — not ``data.system…`` unless allowed (``allow_system``):
-  ``data.system`` configures OPA itself (``system.authz`` decides who may
-  call OPA's API), and write access to a policy ConfigMap must not become
-  control of OPA. ``binaryData`` keys are never loaded and say so;
+* before OPA sees a module it is checked (:class:`fedplace.sync.policy_check.ModuleCheck`:
+  limits, and no ``data.system…`` package unless allowed). ``binaryData`` keys
+  are never loaded and say so;
 * at most one request per module id is outstanding at OPA: writes wait for
   OPA's answer (``write_timeout``, long) instead of giving up and sending
   again — OPA keeps working on an abandoned request, queued with the rest. A
@@ -21,9 +17,9 @@ informer handler for one namespace (:class:`PolicyHandler`):
   write to it, the sync reads the module back (the read waits for OPA's
   pending write) and only then writes, with backoff in between;
 * the outcome is written back as the annotation ``fedplace.io/policy-status``
-  (``{"status":"ok"}`` or ``{"status":"error","errors":[…]}``, canonical JSON,
-  bounded by :func:`status_value`), whenever it changes and until the API
-  server took it, with a Warning Event carrying the full first error;
+  (:class:`fedplace.sync.policy_status.StatusWriter`), whenever it changes and
+  until the API server took it (:meth:`PolicyHandler.run_retries` schedules
+  what did not go through);
 * after loading, rules that several modules define (:mod:`fedplace.sync.rego_scan`'s
   outline) are evaluated once without input: an ``eval_conflict_error`` puts
   an error naming the other ConfigMaps on every ConfigMap involved; when OPA
@@ -38,181 +34,30 @@ informer handler for one namespace (:class:`PolicyHandler`):
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import logging
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 from kubernetes_asyncio import client
 from prometheus_client import Counter
 
-from fedplace.common.annotations import canonical_value
-from fedplace.common.events import EventRecorder, involved_object
-from fedplace.common.kube_client import KubeApiError, kube_json
+from fedplace.common.events import EventRecorder
 from fedplace.common.opa_client import OpaClient, OpaCompileError, OpaRequestError, OpaUnavailable, data_path
-from fedplace.sync.rego_scan import Outline, RegoScanError, RuleHead, outline, package_clause, rules_of
+from fedplace.sync.policy_check import Limits, ModuleCheck, data_hash, module_error, module_ids, normalize_errors
+from fedplace.sync.policy_status import ConfigMapState, StatusWriter
+from fedplace.sync.rego_scan import RuleHead
 from fedplace.sync.signal import ChangeSignal
 
-__all__ = ["MAX_STATUS_BYTES", "STATUS_ANNOTATION", "Limits", "PolicyHandler", "data_hash", "module_ids",
-           "normalize_errors", "reserved_package_error", "status_value"]
+__all__ = ["PolicyHandler"]
 
 log = logging.getLogger(__name__)
 
-STATUS_ANNOTATION = "fedplace.io/policy-status"
 LOAD_ERRORS = Counter("fedplace_sync_policy_load_errors_total", "Policy modules OPA refused to load")
 LOADS = Counter("fedplace_sync_policy_loads_total", "Policy modules loaded into OPA")
 REFUSED = Counter("fedplace_sync_policy_refused_total",
                   "Policy modules the sync refused before OPA saw them", ["reason"])
 CONFLICTS = Counter("fedplace_sync_policy_conflicts_total",
                     "Rules found conflicting across policy modules at evaluation")
-
-# The status annotation stays far below the API server's 256 KiB for all annotations together.
-MAX_STATUS_BYTES = 32 * 1024
-MAX_STATUS_ERRORS = 20
-MAX_STATUS_MESSAGE = 300
-_STATUS_KEYS = ("code", "message", "location", "conflicts_with")
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What a module may be before OPA compiles it (OPA recompiles every module on each write,
-    ~1 ms per rule). The defaults are ten times the largest shipped module."""
-
-    max_module_bytes: int = 256 * 1024
-    max_module_rules: int = 1000
-    max_total_rules: int = 5000
-
-
-def module_ids(namespace: str, name: str, data: dict[str, str] | None) -> dict[str, str]:
-    """Module id → Rego source for one ConfigMap."""
-    return {f"{namespace}/{name}/{key}": raw for key, raw in sorted((data or {}).items())}
-
-
-def data_hash(data: dict[str, str] | None, binary_keys: Any = ()) -> str:
-    """A digest of a ConfigMap's ``.data`` (and its ``binaryData`` keys): equal ⇒ nothing to reload."""
-    doc = {"data": data or {}, "binary": sorted(binary_keys)} if binary_keys else (data or {})
-    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
-
-
-def _error(code: str, message: str, module_id: str, row: int | None = None, col: int | None = None,
-           **extra: Any) -> dict[str, Any]:
-    location: dict[str, Any] = {"file": module_id}
-    if row is not None:
-        location.update(row=row, col=col or 1)
-    return {"code": code, "message": message, "location": location, **extra}
-
-
-def reserved_package_error(module_id: str, raw: str) -> dict[str, Any] | None:
-    """An OPA-style error when ``raw`` declares a package under ``data.system``, else None
-    (also None when the package cannot be read: :meth:`PolicyHandler._check` refuses that)."""
-    try:
-        clause = package_clause(raw)
-    except RegoScanError:
-        return None
-    if not clause.reserved:
-        return None
-    return _error("fedplace_reserved_package",
-                  f"package {clause.text} is {clause.dotted()}, reserved: data.system configures OPA itself "
-                  "(system.authz decides who may call its API, system.log masks decision logs); not loaded "
-                  "from a policy ConfigMap (opa-kube-sync --allow-system-packages)",
-                  module_id, clause.row, clause.col)
-
-
-def normalize_errors(module_id: str, errors: list[Any]) -> list[dict[str, Any]]:
-    """OPA's errors for one module, each with ``code``, ``message`` and ``location`` (``file`` at least)."""
-    out: list[dict[str, Any]] = []
-    for e in errors or [{}]:
-        e = dict(e) if isinstance(e, dict) else {"message": str(e)}
-        e.setdefault("code", "invalid_parameter")
-        e.setdefault("message", "OPA refused the module")
-        if not isinstance(e.get("location"), dict):
-            e["location"] = {"file": module_id}
-        out.append(e)
-    return out
-
-
-def _short(text: Any, limit: int) -> str:
-    text = str(text)
-    if len(text) <= limit:
-        return text
-    return text[:limit] + f"… ({len(text) - limit} more characters; the full text is in the Event and the log)"
-
-
-def _bounded(error: dict[str, Any], message_limit: int) -> dict[str, Any]:
-    out = {k: error[k] for k in _STATUS_KEYS if k in error}
-    out["message"] = _short(out.get("message", ""), message_limit)
-    loc = out.get("location")
-    if isinstance(loc, dict):
-        out["location"] = {k: (_short(v, 300) if isinstance(v, str) else v) for k, v in loc.items()
-                           if k in ("file", "row", "col")}
-    return out
-
-
-def status_value(errors: dict[str, list[dict[str, Any]]], warnings: list[dict[str, Any]] | None = None) -> str:
-    """The ``fedplace.io/policy-status`` annotation for a ConfigMap whose failed modules are ``errors``.
-
-    ``{"status":"ok"}`` or ``{"status":"error","errors":[…]}`` — OPA's errors
-    (``code``/``message``/``location``), modules in id order, canonical JSON;
-    ``warnings`` (possible conflicts) are added when there are any. Always at
-    most :data:`MAX_STATUS_BYTES`: messages are cut at :data:`MAX_STATUS_MESSAGE`
-    characters, at most :data:`MAX_STATUS_ERRORS` errors are listed (``"more"``
-    counts the rest), codes and locations are kept.
-    """
-    all_errors = [e for mid in sorted(errors) for e in errors[mid]]
-    doc: dict[str, Any] = {"status": "error" if all_errors else "ok"}
-    for limit, count in ((MAX_STATUS_MESSAGE, MAX_STATUS_ERRORS), (80, MAX_STATUS_ERRORS), (0, 5)):
-        if all_errors:
-            doc["errors"] = [_bounded(e, limit) for e in all_errors[:count]]
-            if len(all_errors) > count:
-                doc["more"] = len(all_errors) - count
-        if warnings:
-            doc["warnings"] = [_bounded(w, limit) for w in warnings[:count]]
-        value = canonical_value(doc)
-        if len(value.encode()) <= MAX_STATUS_BYTES:
-            return value
-    return canonical_value({"status": doc["status"], "more": len(all_errors)})
-
-
-def _first_error_text(errors: dict[str, list[dict[str, Any]]]) -> str:
-    first = next((e for mid in sorted(errors) for e in errors[mid]), {})
-    loc = first.get("location") or {}
-    where = ":".join(str(loc[k]) for k in ("file", "row", "col") if k in loc)
-    return f"{first.get('code', '')} at {where}: {first.get('message', '')}"
-
-
-@dataclass
-class _ConfigMapState:
-    data_hash: str
-    modules: dict[str, str]
-    obj: dict[str, Any]
-    errors: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # OPA refused: retried
-    refused: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # our checks: until the data changes
-    conflicts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # found by evaluation
-    warnings: list[dict[str, Any]] = field(default_factory=list)
-    binary_keys: tuple[str, ...] = ()
-    status_pending: bool = False  # the last status write did not reach the API server
-
-    @property
-    def name(self) -> str:
-        return str((self.obj.get("metadata") or {}).get("name", ""))
-
-    def all_errors(self, namespace: str) -> dict[str, list[dict[str, Any]]]:
-        out: dict[str, list[dict[str, Any]]] = {}
-        for source in (self.refused, self.errors, self.conflicts):
-            for mid, errs in source.items():
-                out.setdefault(mid, []).extend(errs)
-        for key in self.binary_keys:
-            out[f"{namespace}/{self.name}/{key}"] = [_error(
-                "fedplace_binary_data", f"binaryData key {key!r} is not loaded: policy modules are text, "
-                "in the ConfigMap's data", f"{namespace}/{self.name}/{key}")]
-        return out
-
-    def loaded(self) -> dict[str, str]:
-        """The modules OPA holds in their current version."""
-        return {mid: raw for mid, raw in self.modules.items() if mid not in self.errors and mid not in self.refused}
 
 
 class PolicyHandler:
@@ -222,21 +67,18 @@ class PolicyHandler:
                  events: EventRecorder | None = None, allow_system: bool = False, limits: Limits = Limits(),
                  write_timeout: float = 600.0) -> None:
         self.namespace = namespace
-        self.allow_system = allow_system
-        self.limits = limits
         self.write_timeout = write_timeout
         self.opa = opa
-        self.api = api
         self.signal = signal
-        self.events = events
-        self.configmaps: dict[str, _ConfigMapState] = {}
+        self.check = ModuleCheck(limits, allow_system)
+        self._retry = asyncio.Event()  # set: repair soon
+        self.status = StatusWriter(namespace, api, events, on_pending=self._retry.set)
+        self.configmaps: dict[str, ConfigMapState] = {}
         self.loaded = asyncio.Event()
         self._lock = asyncio.Lock()
-        self._retry = asyncio.Event()  # set: repair soon
         self._dirty: dict[str, dict[str, Any]] = {}  # ConfigMaps whose load OPA did not answer
         self._orphans: set[str] = set()  # module ids to delete that are still in OPA
         self._unsettled: set[str] = set()  # ids whose last write got no answer: OPA may still be on it
-        self._outlines: dict[str, tuple[str, Outline | RegoScanError, tuple[RuleHead, ...]]] = {}
         self.writing: str | None = None  # the module id of the write in flight (for Events)
 
     # -- informer handler ------------------------------------------------------
@@ -298,10 +140,10 @@ class PolicyHandler:
         if old is not None and old.data_hash == digest and not force:
             old.obj = cm  # our own status write, or a label change: nothing to reload
             if old.status_pending:
-                await self._write_status(old)
+                await self.status.write(old)
             return
         modules = module_ids(self.namespace, name, data)
-        state = _ConfigMapState(digest, modules, cm, binary_keys=binary)
+        state = ConfigMapState(digest, modules, cm, binary_keys=binary)
         if old is not None:
             state.conflicts = {mid: errs for mid, errs in old.conflicts.items() if old.modules.get(mid) == modules.get(mid)}
         self.configmaps[name] = state
@@ -320,51 +162,11 @@ class PolicyHandler:
                         state.errors[mid] = old.errors[mid]
                     else:
                         state.refused[mid] = old.refused[mid]
-        await self._write_status(state)
+        await self.status.write(state)
 
-    def _outline(self, mid: str, raw: str) -> tuple[Outline | RegoScanError, tuple[RuleHead, ...]]:
-        digest = hashlib.sha256(raw.encode()).hexdigest()
-        cached = self._outlines.get(mid)
-        if cached is None or cached[0] != digest:
-            try:
-                result: Outline | RegoScanError = outline(raw)
-                heads = result.rules
-            except RegoScanError as exc:
-                result, heads = exc, rules_of(raw, ())
-            cached = self._outlines[mid] = (digest, result, heads)
-        return cached[1], cached[2]
-
-    def _check(self, mid: str, raw: str) -> tuple[dict[str, Any], bool] | None:
-        """Why ``raw`` must not reach OPA: (error, retry later?), or None."""
-        size = len(raw.encode())
-        if size > self.limits.max_module_bytes:
-            return _error("fedplace_module_too_large",
-                          f"module of {size} bytes exceeds the limit of {self.limits.max_module_bytes} bytes "
-                          "(opa-kube-sync --policy-max-module-bytes): OPA recompiles every module on each "
-                          "write; not sent to OPA", mid), False
-        parsed, heads = self._outline(mid, raw)
-        if isinstance(parsed, RegoScanError) and not self.allow_system:
-            return _error("fedplace_unreadable_package",
-                          f"the package clause cannot be read ({parsed.message}); a module whose package is "
-                          "not certain is not sent to OPA, since it might be under data.system",
-                          mid, parsed.row, parsed.col), False
-        if not isinstance(parsed, RegoScanError) and parsed.package.reserved and not self.allow_system:
-            return reserved_package_error(mid, raw) or {}, False
-        if len(heads) > self.limits.max_module_rules:
-            return _error("fedplace_too_many_rules",
-                          f"module has {len(heads)} rules, more than the limit of {self.limits.max_module_rules} "
-                          "(opa-kube-sync --policy-max-module-rules); not sent to OPA", mid), False
-        others = sum(len(self._outline(m, r)[1]) for st in self.configmaps.values()
-                     for m, r in st.loaded().items() if m != mid)
-        if others + len(heads) > self.limits.max_total_rules:
-            return _error("fedplace_too_many_rules_total",
-                          f"with this module's {len(heads)} rules the namespace would hold {others + len(heads)} "
-                          f"rules, more than the limit of {self.limits.max_total_rules} "
-                          "(opa-kube-sync --policy-max-total-rules); not sent to OPA", mid), True
-        return None
-
-    async def _put(self, state: _ConfigMapState, mid: str, raw: str) -> bool:
-        problem = self._check(mid, raw)
+    async def _put(self, state: ConfigMapState, mid: str, raw: str) -> bool:
+        others = ((m, r) for st in self.configmaps.values() for m, r in st.loaded().items())
+        problem = self.check.refusal(mid, raw, others)
         if problem is not None:
             err, retry = problem
             target, other = (state.errors, state.refused) if retry else (state.refused, state.errors)
@@ -438,7 +240,7 @@ class PolicyHandler:
                     if st.name == own:
                         continue
                     for m, r in st.loaded().items():
-                        if any(h.path == path for h in self._outline(m, r)[1]):
+                        if any(h.path == path for h in self.check.outline(m, r)[1]):
                             others.add(st.name)
             if others:
                 err = dict(err)
@@ -466,7 +268,7 @@ class PolicyHandler:
                             extra={"policy_id": mid, "error": str(exc)})
                 continue
             self._orphans.discard(mid)
-            self._outlines.pop(mid, None)
+            self.check.forget(mid)
 
     async def _retry_failed(self) -> None:
         """Retry every failed module until a round loads none of them."""
@@ -477,7 +279,7 @@ class PolicyHandler:
                 for mid in list(state.errors):
                     if await self._put(state, mid, state.modules[mid]):
                         progress = True
-                        await self._write_status(state)
+                        await self.status.write(state)
 
     # -- conflicts only evaluation shows ---------------------------------------------
 
@@ -487,7 +289,7 @@ class PolicyHandler:
         docs: dict[tuple[str, ...], list[tuple[str, str, RuleHead]]] = {}
         for st in self.configmaps.values():
             for mid, raw in st.loaded().items():
-                for head in self._outline(mid, raw)[1]:
+                for head in self.check.outline(mid, raw)[1]:
                     if head.kind in ("complete", "partial_object"):
                         docs.setdefault(head.path, []).append((st.name, mid, head))
         paths = sorted(docs)
@@ -516,7 +318,7 @@ class PolicyHandler:
                 values = {(cm, h.value) for cm, _, h in defs if h.path == path and h.kind == "complete"}
                 if len({v for _, v in values}) > 1 and len({cm for cm, _ in values}) > 1:
                     for cm, mid, head in defs:
-                        warnings.setdefault(cm, []).append(_error(
+                        warnings.setdefault(cm, []).append(module_error(
                             "fedplace_possible_conflict",
                             f"data.{'.'.join(path)} is also defined by ConfigMap(s) "
                             f"{', '.join(n for n in names if n != cm)} with another value: if both rules hold "
@@ -526,7 +328,7 @@ class PolicyHandler:
             CONFLICTS.inc()
             for cm, mid, head in defs:
                 others = [n for n in names if n != cm] or [cm]
-                found.setdefault(cm, {}).setdefault(mid, []).append(_error(
+                found.setdefault(cm, {}).setdefault(mid, []).append(module_error(
                     "fedplace_rule_conflict",
                     f"data.{'.'.join(path)} is defined by ConfigMaps {', '.join(names)} and OPA cannot evaluate "
                     f"it: {conflict.get('message', 'eval_conflict_error')} (eval_conflict_error); decisions that "
@@ -536,7 +338,7 @@ class PolicyHandler:
             new_warnings = warnings.get(st.name, [])
             if new != st.conflicts or new_warnings != st.warnings:
                 st.conflicts, st.warnings = new, new_warnings
-                await self._write_status(st)
+                await self.status.write(st)
 
     async def push_all(self) -> None:
         """Load every module again (after OPA lost its state)."""
@@ -549,7 +351,7 @@ class PolicyHandler:
                     await self._put(state, mid, raw)
             await self._retry_failed()
             for state in self.configmaps.values():
-                await self._write_status(state)
+                await self.status.write(state)
             await self._check_conflicts()
         self.signal.notify("policy")
 
@@ -580,7 +382,7 @@ class PolicyHandler:
                     await self._retry_failed()
                     for state in list(self.configmaps.values()):
                         if state.status_pending:
-                            await self._write_status(state)
+                            await self.status.write(state)
                     await self._check_conflicts()
                 repair_failures = 0 if not self._repairs_due() else min(repair_failures + 1, 6)
                 self.signal.notify("policy")
@@ -591,49 +393,3 @@ class PolicyHandler:
 
     def _repairs_due(self) -> bool:
         return bool(self._dirty or self._orphans or any(st.status_pending for st in self.configmaps.values()))
-
-    # -- status ------------------------------------------------------------------------
-
-    def status_of(self, state: _ConfigMapState) -> str:
-        return status_value(state.all_errors(self.namespace), state.warnings)
-
-    async def _write_status(self, state: _ConfigMapState) -> None:
-        """Write the status annotation when it changed; one the API server refuses as invalid is
-        replaced by the shortest form, and one it did not take is retried by :meth:`run_retries`."""
-        errors = state.all_errors(self.namespace)
-        status = status_value(errors, state.warnings)
-        meta = state.obj.get("metadata") or {}
-        current = (meta.get("annotations") or {}).get(STATUS_ANNOTATION)
-        if current == status and not state.status_pending:
-            return
-        name = meta["name"]
-        for value in (status, canonical_value({"status": "error" if errors else "ok",
-                                               "more": sum(len(e) for e in errors.values())})):
-            try:
-                updated = await kube_json(
-                    self.api, "PATCH", f"/api/v1/namespaces/{self.namespace}/configmaps/{name}",
-                    body={"metadata": {"annotations": {STATUS_ANNOTATION: value}}},
-                    content_type="application/merge-patch+json")
-            except KubeApiError as exc:
-                if exc.status == 404:  # deleted meanwhile: nothing to report on
-                    state.status_pending = False
-                    return
-                log.warning("could not write policy status", extra={"configmap": name, "error": str(exc)})
-                if exc.status in (400, 413, 422) and value == status:
-                    continue  # refused as invalid: try the shortest form
-                state.status_pending = True
-                self._retry.set()
-                return
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-                log.warning("could not write policy status", extra={"configmap": name, "error": str(exc)})
-                state.status_pending = True
-                self._retry.set()
-                return
-            state.obj = updated if isinstance(updated, dict) else state.obj
-            break
-        state.status_pending = False
-        if errors and self.events is not None:
-            reason = "PolicyConflict" if state.conflicts and not (state.errors or state.refused) else "PolicyLoadFailed"
-            count = len(errors)
-            self.events.record(involved_object(state.obj), "Warning", reason,
-                               f"{count} module(s) failed to load; first error: {_first_error_text(errors)}")

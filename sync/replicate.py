@@ -160,10 +160,12 @@ class ReplicationHandler:
     def __init__(self, resource: Resource, opa: OpaClient, root: str, signal: ChangeSignal,
                  ignore_namespaces: frozenset[str] = frozenset(),
                  on_opa_error: Callable[[], None] = lambda: None,
-                 on_written: Callable[[str, list[dict[str, Any]] | None], None] = lambda plural, objs: None) -> None:
+                 on_written: Callable[[str, list[dict[str, Any]] | None], None] = lambda plural, objs: None,
+                 hold: Callable[[dict[str, Any]], bool] = lambda obj: False) -> None:
         """``on_written(plural, objects)`` is called after each batch of writes has reached
         OPA (with the signal): ``objects`` are the states written (deleted ones included),
-        or None when the whole collection was written."""
+        or None when the whole collection was written. A change ``hold(obj)`` claims stays
+        pending until :meth:`wake` (the remediator's echoes during a pass)."""
         self.resource = resource
         self.opa = opa
         self.root = root
@@ -171,8 +173,7 @@ class ReplicationHandler:
         self.ignore = ignore_namespaces
         self.on_opa_error = on_opa_error
         self.on_written = on_written
-        # Changes to keep pending for now (set by the sync: the remediator's echoes during a pass).
-        self.hold: Callable[[dict[str, Any]], bool] = lambda obj: False
+        self.hold = hold
         self.informer: Informer | None = None
         self.synced = asyncio.Event()
         self._pending: dict[str, _Pending] = {}

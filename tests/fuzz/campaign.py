@@ -41,7 +41,7 @@ import aiohttp
 
 from fedplace.common.kube_client import KubeApiError, kube_json
 from devstack.launch import ServerProcess
-from fedplace.sync.policy_loader import MAX_STATUS_BYTES, STATUS_ANNOTATION
+from fedplace.sync.policy_status import MAX_STATUS_BYTES, STATUS_ANNOTATION
 
 __all__ = ["AdmissionFigures", "ConfigMapFigures", "fuzz_admission", "fuzz_configmaps", "proc_rss_mb"]
 

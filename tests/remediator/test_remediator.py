@@ -21,6 +21,7 @@ from fedplace.common.kube_client import Resource, kube_json
 from fedplace.common.opa_client import OpaClient, OpaSettings
 from fedplace.remediator.config import RemediatorSettings
 from fedplace.remediator.remediator import ApiObjectSource, Remediator
+from fedplace.sync.notifications import add_notifications_route
 from tests.fixtures.kube import ScratchNamespaces
 from tests.fixtures.stack import eventually
 from tests.remediator import workloads
@@ -272,13 +273,25 @@ async def test_two_replicas_one_leader_patches(world, opa):
         await client_b.close()
 
 
+async def test_no_notifications_route_without_a_token_file(world, opa, aiohttp_client):
+    rem, _, client = make(api=world, opa=opa)
+    app = web.Application()
+    add_notifications_route(app, rem, rem.settings.notifications_token_file, lambda: True)
+    http = await aiohttp_client(app)
+    try:
+        assert (await http.post("/v1/notifications", json=[])).status == 404
+    finally:
+        await client.close()
+
+
 async def test_notifications_endpoint(world, opa, tmp_path, aiohttp_client):
     api = world
     token_file = tmp_path / "token"
     token_file.write_text("s3cret\n")
+    ready = {"now": False}
     rem, source, client = make(api, opa, notifications_token_file=str(token_file))
     app = web.Application()
-    rem.add_routes(app)
+    add_notifications_route(app, rem, rem.settings.notifications_token_file, lambda: ready["now"])
     http = await aiohttp_client(app)
     item = {"resource": "replicasets", "namespace": NS, "name": "free",
             "annotations": {PREFS: {"clusters": {"eu-b": {"weight": 2}}}}}
@@ -287,8 +300,14 @@ async def test_notifications_endpoint(world, opa, tmp_path, aiohttp_client):
         assert resp.status == 401
         resp = await http.post("/v1/notifications", json=[item], headers={"Authorization": "Bearer wrong"})
         assert resp.status == 401
+        resp = await http.post("/v1/notifications", json=[item], headers={"Authorization": "Bearer s3cret"})
+        assert resp.status == 503 and "not ready" in (await resp.json())["error"]
+        ready["now"] = True
         resp = await http.post("/v1/notifications", data="{bad", headers={"Authorization": "Bearer s3cret"})
         assert resp.status == 400
+        other = dict(item, resource="deployments")
+        resp = await http.post("/v1/notifications", json=[other], headers={"Authorization": "Bearer s3cret"})
+        assert resp.status == 400 and "not remediated here: deployments" in (await resp.json())["error"]
         resp = await http.post("/v1/notifications", json=[item], headers={"Authorization": "Bearer s3cret"})
         assert resp.status == 200, await resp.text()
         assert (await resp.json())["patched"] == 1

@@ -21,11 +21,11 @@ import pytest
 
 from fedplace.common.kube_client import KubeApiError, kube_json
 from fedplace.sync.app import SyncApp
-from fedplace.sync.policy_loader import STATUS_ANNOTATION
+from fedplace.sync.policy_status import STATUS_ANNOTATION
 from tests.fixtures.kube import ScratchNamespaces
 from tests.sync.test_sync import start_sync as sync_starter  # noqa: F401 - a fixture
 
-MAX_STATUS_BYTES = 32 * 1024  # sync.policy_loader.MAX_STATUS_BYTES: far below the API server's 256 KiB
+MAX_STATUS_BYTES = 32 * 1024  # fedplace.sync.policy_status.MAX_STATUS_BYTES: far below the API server's 256 KiB
 
 
 async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 10.0, what: str = "") -> Any:

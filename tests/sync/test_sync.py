@@ -25,7 +25,7 @@ from devstack.federation import CLUSTER_CRD
 from fedplace.sync import replicated_root
 from fedplace.sync.app import SyncApp
 from fedplace.sync.config import parse_args
-from fedplace.sync.policy_loader import STATUS_ANNOTATION
+from fedplace.sync.policy_status import STATUS_ANNOTATION
 from fedplace.sync.replicate import LAST_APPLIED, layout, strip
 from fedplace.sync.subject_index import subject_index
 from tests.fixtures.kube import ScratchNamespaces

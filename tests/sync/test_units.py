@@ -12,7 +12,8 @@ import pytest
 
 from fedplace.common.kube_client import Resource
 from fedplace.sync.config import DEFAULT_POLICY_NAMESPACE, parse_args
-from fedplace.sync.policy_loader import data_hash, module_ids, normalize_errors, reserved_package_error, status_value
+from fedplace.sync.policy_check import data_hash, module_ids, normalize_errors, reserved_package_error
+from fedplace.sync.policy_status import status_value
 from fedplace.sync.rego_scan import RegoScanError, package_clause
 from fedplace.sync.replicate import (LAST_APPLIED, batch_ops, layout, namespace_field_selector, object_path, retryable,
                                      strip)

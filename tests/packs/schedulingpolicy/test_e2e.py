@@ -21,7 +21,7 @@ import yaml
 from fedplace.common.kube_client import KubeApiError, Resource, kube_json
 from devstack.schedulingpolicy import COMPONENT, SYNC_FLAGS, component, pack_sources
 from devstack.scratch import install_crd
-from fedplace.sync.policy_loader import STATUS_ANNOTATION
+from fedplace.sync.policy_status import STATUS_ANNOTATION
 from tests.admission.conftest import eventually
 from tests.fixtures.kube import ScratchNamespaces
 from tests.fixtures.stack import rules, webhook_stack
