@@ -27,6 +27,14 @@ File format (every key optional; YAML or JSON)::
     log_level: info
     workers: 1                                # processes on the one port (SO_REUSEPORT)
     event_loop: auto                          # uvloop when installed (it is a dependency), else asyncio
+    speedups: [lean-http, answer-first, first-attempt]   # or none: the library way for each
+
+Speed-ups (each replaces a library's way on the request path; docs/benchmarks.md
+has the same-run A/B that keeps it): ``lean-http`` asks OPA through
+:mod:`fedplace.common.opa_http` instead of aiohttp's client; ``answer-first``
+writes the answer before the request's metrics and log line
+(:mod:`fedplace.admission.deferred`); ``first-attempt`` makes the first OPA
+attempt outside tenacity's retry loop (:func:`fedplace.common.opa_query.query_within_deadline`).
 
 The original proposal's format is accepted too: ``{"EnforceSchedulingPolicy":
 {"url": "<full decision URL>", "token": "…"}}``.
@@ -51,6 +59,7 @@ from fedplace.common.retry import Backoff
 __all__ = [
     "AdmissionConfig",
     "ConfigError",
+    "SPEEDUPS",
     "DEFAULT_DECISION_PATH",
     "DEFAULT_POLICY_NAMESPACE",
     "build_parser",
@@ -65,6 +74,7 @@ DEFAULT_LISTEN = "127.0.0.1:8443"
 MAX_WEBHOOK_TIMEOUT = 30.0  # admissionregistration's timeoutSeconds upper bound
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 MAX_WORKERS = 64
+SPEEDUPS = ("lean-http", "answer-first", "first-attempt")
 
 
 @dataclass(frozen=True)
@@ -114,6 +124,8 @@ class AdmissionConfig:
     workers: int = 1
     # "auto" (uvloop when importable, else asyncio's own loop), "uvloop" or "asyncio".
     event_loop: str = "auto"
+    # The speed-ups in use (SPEEDUPS); each one left out is done the library's way.
+    speedups: frozenset[str] = frozenset(SPEEDUPS)
     # Set for the processes of --workers: several listen on the one port (SO_REUSEPORT).
     reuse_port: bool = False
 
@@ -142,7 +154,7 @@ def _parse_listen(value: Any) -> tuple[str, int]:
 
 _TOP = ("listen", "tls", "kubeconfig", "policy_namespace", "opa", "deadline", "retry", "max_body_bytes",
         "max_json_depth", "read_timeout", "idle_timeout", "events", "log_level", "shutdown_timeout",
-        "workers", "event_loop", "EnforceSchedulingPolicy")
+        "workers", "event_loop", "speedups", "EnforceSchedulingPolicy")
 
 
 def _from_proposal(doc: Mapping[str, Any]) -> dict[str, Any]:
@@ -209,6 +221,8 @@ def config_from_mapping(doc: Mapping[str, Any]) -> AdmissionConfig:
     if event_loop not in EVENT_LOOPS:
         raise ConfigError("event_loop", f"{event_loop!r}: expected one of {', '.join(EVENT_LOOPS)}")
 
+    speedups = _speedups(doc.get("speedups", list(SPEEDUPS)))
+
     namespace = _string(doc, "policy_namespace", "policy_namespace", DEFAULT_POLICY_NAMESPACE)
     if not namespace:
         raise ConfigError("policy_namespace", "must not be empty")
@@ -231,7 +245,20 @@ def config_from_mapping(doc: Mapping[str, Any]) -> AdmissionConfig:
         shutdown_timeout=_number(doc, "shutdown_timeout", "shutdown_timeout", AdmissionConfig.shutdown_timeout),
         workers=workers,
         event_loop=event_loop,
+        speedups=speedups,
     )
+
+
+def _speedups(value: Any) -> frozenset[str]:
+    """``speedups``: a list of SPEEDUPS (or a comma-separated string, the flag's form); "none" or []: none."""
+    if isinstance(value, str):
+        value = [] if value.strip() == "none" else [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError("speedups", f"{value!r}: expected a list of {', '.join(SPEEDUPS)} (or none)")
+    unknown = sorted(set(value) - set(SPEEDUPS))
+    if unknown:
+        raise ConfigError("speedups", f"{', '.join(unknown)}: not a speed-up (expected {', '.join(SPEEDUPS)} or none)")
+    return frozenset(value)
 
 
 # -- command line ----------------------------------------------------------------
@@ -260,6 +287,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                 "for pods with more than one core)")
     p.add_argument("--event-loop", choices=EVENT_LOOPS,
                    help="auto (default: uvloop when installed, else asyncio), uvloop, asyncio")
+    p.add_argument("--speedups", help=f"comma-separated speed-ups to use (default {','.join(SPEEDUPS)}); "
+                                      "none: the library way for each")
     return p
 
 
@@ -279,6 +308,7 @@ _FLAG_TARGETS: dict[str, tuple[str, ...]] = {
     "log_level": ("log_level",),
     "workers": ("workers",),
     "event_loop": ("event_loop",),
+    "speedups": ("speedups",),
 }
 
 

@@ -174,6 +174,7 @@ class MutateHandler:
             outcome = await query_decision(  # a Secret without its content (common/secrets.py)
                 self.opa, self.config.opa.query_path, without_secret_content(review.object),
                 deadline=deadline, attempt_timeout=self.config.opa.timeout, backoff=self.config.retry,
+                first_attempt_outside="first-attempt" in self.config.speedups,
             )
         decision = decide(review, policies_exist, outcome)
         elapsed = time.monotonic() - started
@@ -181,6 +182,9 @@ class MutateHandler:
         answer = json_answer(review_response(
             review, allowed=decision.allowed, patch=decision.patch, code=decision.code, message=decision.message,
         ))
+        if "answer-first" not in self.config.speedups:
+            self._account(review, decision, outcome, elapsed)
+            return answer
         # The answer first; its metrics and log line once the webhook waits (admission/deferred.py).
         await send_now(request, answer)
         self.deferred.add(self._account, review, decision, outcome, elapsed)

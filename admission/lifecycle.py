@@ -75,7 +75,8 @@ class Webhook:
         if self._api is None:
             self._api = await new_api_client(cfg.kubeconfig)
         self.opa = OpaClient(OpaSettings(url=cfg.opa.url, token=cfg.opa.token, token_file=cfg.opa.token_file,
-                                         ca_file=cfg.opa.ca_file, timeout=cfg.opa.timeout, lean_http=True))
+                                         ca_file=cfg.opa.ca_file, timeout=cfg.opa.timeout,
+                                         lean_http="lean-http" in cfg.speedups))
         self.policies = PolicyPresence(self.api, cfg.policy_namespace)
         self.recorder = EventRecorder(self.api, COMPONENT, burst=cfg.events.burst,
                                       refill_seconds=cfg.events.refill_seconds)

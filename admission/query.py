@@ -36,7 +36,9 @@ async def query_decision(
     deadline: Deadline,
     attempt_timeout: float,
     backoff: Backoff = Backoff(),
+    first_attempt_outside: bool = True,
 ) -> OpaOutcome:
     """Query ``data.<query_path>`` with ``obj`` as input; never raises for OPA errors."""
     return await query_within_deadline(client, query_path, obj, deadline=deadline,
-                                       attempt_timeout=attempt_timeout, backoff=backoff, hooks=HOOKS)
+                                       attempt_timeout=attempt_timeout, backoff=backoff, hooks=HOOKS,
+                                       first_attempt_outside=first_attempt_outside)

@@ -2,7 +2,7 @@
 
 Usage: .venv/bin/python bench/admission.py [--seconds 10] [--rounds 5] [--client auto|wrk|python]
        [--workers N] [--event-loops auto|uvloop,asyncio] [--opa-url URL [--opa-token-file PATH]]
-       [--kubeconfig PATH]
+       [--kubeconfig PATH] [--speedup-ab]
 
 The placement policy (policies/federation) over 10 replicated Clusters; the
 admitted object is a ReplicaSet (~1.6 KB) asking for EU jurisdiction and PCI
@@ -34,6 +34,17 @@ speed).
 ``--event-loops uvloop,asyncio`` runs each webhook twice, on uvloop (its
 default) and on asyncio's own loop (``--event-loop``), as targets of the same
 run: the comparison behind the webhook's default (docs/benchmarks.md).
+
+``--speedup-ab`` adds webhooks over HTTP that each do one of the webhook's
+hand-written speed-ups the library's way (``--speedups``: aiohttp's client
+instead of ``lean-http``, the answer after its bookkeeping instead of
+``answer-first``, the first OPA attempt inside tenacity's loop instead of
+``first-attempt``), one with none of them, and one on asyncio's own event
+loop instead of uvloop, as targets of the same run; each speed-up's saving is
+then the median over rounds of (its library-way p50 − the webhook's p50 of the
+same round) at the lowest in-flight count, and the throughput ratio at the
+highest. A speed-up keeps its place when it saves >= 0.05 ms p50 or >= 5 %
+throughput.
 
 Targets (issue 15): the webhook adds <= 0.5 ms p50 at 1 in flight; at 64 in
 flight its throughput is >= 0.75x direct OPA's of the same run. The
@@ -337,10 +348,24 @@ async def prepare(srv: Any, tmp: Path) -> str:
     return ns
 
 
+# --speedup-ab: target name → (the webhook's --speedups, its event loop); each does one speed-up the library's way.
+SPEEDUP_VARIANTS = {
+    "library way: aiohttp's client (no lean-http)": ("answer-first,first-attempt", "auto"),
+    "library way: answer after bookkeeping (no answer-first)": ("lean-http,first-attempt", "auto"),
+    "library way: first attempt in tenacity (no first-attempt)": ("lean-http,answer-first", "auto"),
+    "library way: asyncio's event loop (no uvloop)": ("lean-http,answer-first,first-attempt", "asyncio"),
+    "library way: none of them": ("none", "asyncio"),
+}
+SPEEDUP_SAVES_MS, SPEEDUP_SAVES_THROUGHPUT = 0.05, 0.05  # what earns a speed-up its place
+
+
 def start_webhook(name: str, srv: Any, ns: str, tmp: Path, args: argparse.Namespace,
-                  tls: tuple[Path, Path, Path] | None, event_loop: str = "auto") -> ServerProcess:
+                  tls: tuple[Path, Path, Path] | None, event_loop: str = "auto",
+                  speedups: str | None = None) -> ServerProcess:
     flags = ["-m", "fedplace.admission", "--listen", "127.0.0.1:{port}", "--kubeconfig", str(srv.kube.kubeconfig),
              "--opa-url", srv.opa.url, "--policy-namespace", ns, "--log-level", "info", "--event-loop", event_loop]
+    if speedups is not None:
+        flags += ["--speedups", speedups]
     if srv.opa.token_file:
         flags += ["--opa-token-file", str(srv.opa.token_file)]
     if args.workers != 1:
@@ -428,6 +453,12 @@ async def run(args: argparse.Namespace) -> None:
                         targets.append(Target(f"webhook, {proto}{suffix}", hook.url + "/mutate", review_body,
                                               cafile=str(ca) if tls else "", process=hook,
                                               pids=(hook.proc.pid, *opa_pid)))
+                if args.speedup_ab:
+                    for i, (name, (speedups, loop)) in enumerate(SPEEDUP_VARIANTS.items()):
+                        hook = start_webhook(f"admission-library-{i}", srv, ns, tmp, args, None, loop, speedups)
+                        hooks.append(hook)
+                        targets.append(Target(f"webhook, HTTP, {name}", hook.url + "/mutate", review_body,
+                                              process=hook, pids=(hook.proc.pid, *opa_pid)))
                 for t in targets[1:]:
                     check_webhook_answer(t.url, t.body.read_bytes(), t.cafile)
                 per_round = args.seconds / args.rounds
@@ -478,6 +509,19 @@ async def run(args: argparse.Namespace) -> None:
         print(f"- {target.name}: adds {added:.2f} ms p50 at {lo} in flight (rounds: {per_round}; target <= 0.5: "
               f"{'met' if added <= 0.5 else 'NOT met'}); at {hi} in flight {ratio:.2f}x direct OPA's throughput "
               f"(target >= 0.75: {'met' if ratio >= 0.75 else 'NOT met'})")
+    if args.speedup_ab:
+        base = "webhook, HTTP" if len(loops) == 1 else f"webhook, HTTP, {loops[0]}"
+        print("\nEach speed-up against the library way (same run; saving = library way − webhook, "
+              f"p50 at {lo} in flight as the median over rounds, throughput at {hi}):\n")
+        print("| speed-up replaced | p50 saved (ms) | throughput saved | earns its place |")
+        print("|---|---:|---:|---|")
+        for name in SPEEDUP_VARIANTS:
+            variant = f"webhook, HTTP, {name}"
+            saved = added_p50(cells[variant, lo], cells[base, lo])
+            gain = cells[base, hi].rps / cells[variant, hi].rps - 1 if cells[variant, hi].rps else float("nan")
+            keep = saved >= SPEEDUP_SAVES_MS or gain >= SPEEDUP_SAVES_THROUGHPUT
+            print(f"| {name.removeprefix('library way: ')} | {saved:.3f} | {gain:+.1%} | "
+                  f"{'yes' if keep else 'no'} |")
     print(f"- bench wall time: {time.perf_counter() - t0:.0f} s")
 
 
@@ -494,6 +538,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1, help="the webhook's --workers (default 1)")
     parser.add_argument("--event-loops", type=lambda s: s.split(","), default=["auto"],
                         help="the webhook's --event-loop; several (e.g. uvloop,asyncio): a webhook pair for each")
+    parser.add_argument("--speedup-ab", action="store_true",
+                        help="also run webhooks doing each speed-up the library's way (same run; see above)")
     parser.add_argument("--load-client", help=argparse.SUPPRESS)  # internal: run as the Python load generator
     add_server_flags(parser, opa=True, kube=True)
     args = parser.parse_args()

@@ -37,6 +37,13 @@ def test_defaults() -> None:
     assert cfg.deadline == 5.0
     assert cfg.max_body_bytes == 3 * 1024 * 1024
     assert cfg.event_loop == "auto"
+    assert cfg.speedups == {"lean-http", "answer-first", "first-attempt"}
+
+
+@pytest.mark.parametrize("flag,expected", [("none", set()), ("lean-http", {"lean-http"}),
+                                           ("answer-first, first-attempt", {"answer-first", "first-attempt"})])
+def test_speedups_flag(flag: str, expected: set[str]) -> None:
+    assert load_config(["--speedups", flag]).speedups == expected
 
 
 def test_yaml_file_and_flags_override(tmp_path: Path) -> None:
@@ -112,6 +119,8 @@ BAD = [
     ({"log_level": "loud"}, "log_level"),
     ({"event_loop": "trio"}, "event_loop"),
     ({"event_loop": None}, "event_loop"),
+    ({"speedups": ["turbo"]}, "speedups"),
+    ({"speedups": 3}, "speedups"),
     ({"max_body_bytes": 10}, "max_body_bytes"),
     ({"events": {"burst": 0}}, "events.burst"),
     ({"surprise": 1}, "surprise"),

@@ -366,6 +366,26 @@ async def test_retried_until_success(proxied_harness: Harness) -> None:
     assert d("fedplace_admission_requests_total", outcome="patched") == 1
 
 
+@pytest.mark.parametrize("speedups", [[], ["lean-http"], ["answer-first"], ["first-attempt"]],
+                         ids=["none", "lean-http", "answer-first", "first-attempt"])
+async def test_the_library_way_decides_alike(proxied_harness: Harness, speedups: list[str]) -> None:
+    """Each speed-up switched off (``speedups``) — aiohttp's client, the answer after its
+    bookkeeping, every attempt inside tenacity's loop — answers and counts as with all on."""
+    h = proxied_harness
+    await h.put_policy(ALLOW_WITH_ANNOTATION)
+    hook = await h.start_webhook(speedups=speedups)
+    await h.add_policy_configmap(webhooks=[hook])
+    await inject(h, {"fail": {"path": "/v1/data", "method": "POST", "status": 503, "count": 2}})
+    d = Delta()
+    obj = replicaset(name=f"lib-{'-'.join(speedups) or 'none'}")
+    resp = await h.admit(obj, webhook=hook)
+    assert patched_object(obj, resp)["metadata"]["annotations"] == {"fedplace.io/placed": "yes"}
+    assert d("fedplace_admission_opa_attempts_total") == 3
+    assert d("fedplace_admission_opa_retries_total") == 2
+    assert d("fedplace_admission_requests_total", outcome="patched") == 1
+    assert (await h.admit(replicaset(name="lib-again"), webhook=hook))["allowed"] is True
+
+
 async def test_a_cut_connection_is_retried(proxied_harness: Harness) -> None:
     """OPA's connection dropped before it answered (twice): the query is sent again, on a
     new connection, and the third attempt decides."""
