@@ -55,6 +55,7 @@ bench: $(STAMP)
 	$(PY) bench/limitrange.py $(BENCH_ARGS)
 	$(PY) bench/schedulingpolicy.py $(BENCH_ARGS)
 	$(PY) bench/insight.py $(BENCH_ARGS)
+	$(PY) bench/kube_slim.py
 
 # Every benchmark against the real servers (as `make test-real`: both variables set). The engine,
 # LimitRange and SchedulingPolicy benchmarks measure the devstack engine beside the real OPA in the
@@ -77,4 +78,4 @@ fuzz: $(STAMP)
 	$(PY) -m pytest -q -s tests/fuzz
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache build *.egg-info devstack/build devstack/*.egg-info

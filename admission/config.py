@@ -27,14 +27,13 @@ File format (every key optional; YAML or JSON)::
     log_level: info
     workers: 1                                # processes on the one port (SO_REUSEPORT)
     event_loop: auto                          # uvloop when installed (it is a dependency), else asyncio
-    speedups: [lean-http, answer-first, first-attempt]   # or none: the library way for each
+    speedups: [lean-http, first-attempt]      # or none: the library way for each
 
 Speed-ups (each replaces a library's way on the request path; docs/benchmarks.md
 has the same-run A/B that keeps it): ``lean-http`` asks OPA through
-:mod:`fedplace.common.opa_http` instead of aiohttp's client; ``answer-first``
-writes the answer before the request's metrics and log line
-(:mod:`fedplace.admission.deferred`); ``first-attempt`` makes the first OPA
-attempt outside tenacity's retry loop (:func:`fedplace.common.opa_query.query_within_deadline`).
+:mod:`fedplace.common.opa_http` instead of aiohttp's client; ``first-attempt``
+makes the first OPA attempt outside tenacity's retry loop
+(:func:`fedplace.common.opa_query.query_within_deadline`).
 
 The original proposal's format is accepted too: ``{"EnforceSchedulingPolicy":
 {"url": "<full decision URL>", "token": "…"}}``.
@@ -74,7 +73,7 @@ DEFAULT_LISTEN = "127.0.0.1:8443"
 MAX_WEBHOOK_TIMEOUT = 30.0  # admissionregistration's timeoutSeconds upper bound
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 MAX_WORKERS = 64
-SPEEDUPS = ("lean-http", "answer-first", "first-attempt")
+SPEEDUPS = ("lean-http", "first-attempt")
 
 
 @dataclass(frozen=True)

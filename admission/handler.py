@@ -3,9 +3,8 @@
 :class:`MutateHandler` reads the body (bounded), parses the AdmissionReview,
 asks :class:`~fedplace.admission.presence.PolicyPresence` whether policies exist,
 queries OPA when needed, calls the pure :func:`~fedplace.admission.decision.decide`
-and carries the decision out: the AdmissionReview answer, a Warning Event
-(off the request path; none on dry runs), metrics and one log line (after the
-answer is written, while the webhook next waits: :mod:`fedplace.admission.deferred`).
+and carries the decision out: a Warning Event (off the request path; none on
+dry runs), metrics, one log line and the AdmissionReview answer.
 
 Bad input is answered 400 (413 for an oversized body, 408 for one not sent
 within ``read_timeout``) with a JSON ``{"error": …}``, logged once at WARNING
@@ -19,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Protocol
 
 from aiohttp import http_exceptions, web
@@ -27,10 +26,9 @@ from aiohttp import http_exceptions, web
 from fedplace.admission import metrics
 from fedplace.admission.config import AdmissionConfig
 from fedplace.admission.decision import Decision, OpaOutcome, decide, needs_query
-from fedplace.admission.deferred import Deferred
 from fedplace.admission.query import query_decision
 from fedplace.admission.review import AdmissionRequest, BadReview, parse_review, review_response
-from fedplace.admission.listener import send_now, timing_middleware
+from fedplace.admission.listener import timing_middleware
 from fedplace.common.events import EventRecorder, involved_object
 from fedplace.common.jsonsafe import dumps
 from fedplace.common.opa_client import OpaClient
@@ -142,7 +140,6 @@ class MutateHandler:
     opa: OpaClient
     policies: PolicyState
     recorder: EventRecorder | None = None
-    deferred: Deferred = field(default_factory=Deferred)  # the metrics and log line of answered requests
 
     async def handle(self, request: web.Request) -> web.Response:
         started = time.monotonic()
@@ -170,7 +167,6 @@ class MutateHandler:
         outcome: OpaOutcome | None = None
         if needs_query(review, policies_exist):
             assert review.object is not None
-            self.deferred.run_while_waiting()  # earlier answers' bookkeeping, while OPA evaluates
             outcome = await query_decision(  # a Secret without its content (common/secrets.py)
                 self.opa, self.config.opa.query_path, without_secret_content(review.object),
                 deadline=deadline, attempt_timeout=self.config.opa.timeout, backoff=self.config.retry,
@@ -182,12 +178,7 @@ class MutateHandler:
         answer = json_answer(review_response(
             review, allowed=decision.allowed, patch=decision.patch, code=decision.code, message=decision.message,
         ))
-        if "answer-first" not in self.config.speedups:
-            self._account(review, decision, outcome, elapsed)
-            return answer
-        # The answer first; its metrics and log line once the webhook waits (admission/deferred.py).
-        await send_now(request, answer)
-        self.deferred.add(self._account, review, decision, outcome, elapsed)
+        self._account(review, decision, outcome, elapsed)
         return answer
 
     def _account(self, review: AdmissionRequest, decision: Decision, outcome: OpaOutcome | None,
@@ -227,23 +218,17 @@ class MutateHandler:
 
 
 def build_app(config: AdmissionConfig, opa: OpaClient, policies: PolicyState,
-              recorder: EventRecorder | None = None, deferred: Deferred | None = None) -> web.Application:
-    """The aiohttp application: POST /mutate, /healthz, /readyz, /metrics (``deferred``: where
-    answered requests' bookkeeping waits, a :class:`~fedplace.admission.deferred.Deferred` by default)."""
+              recorder: EventRecorder | None = None) -> web.Application:
+    """The aiohttp application: POST /mutate, /healthz, /readyz, /metrics."""
     # The body is read (bounded) by the handler, so the framework limit only guards other routes.
     app = web.Application(middlewares=[timing_middleware, error_middleware], client_max_size=config.max_body_bytes + 1)
-    handler = MutateHandler(config, opa, policies, recorder, deferred or Deferred())
+    handler = MutateHandler(config, opa, policies, recorder)
     app.router.add_post("/mutate", handler.handle)
-
-    async def flush_deferred(app: web.Application) -> None:  # after the in-flight requests ended
-        handler.deferred.flush()
-
-    app.on_cleanup.append(flush_deferred)
 
     def ready() -> tuple[bool, str]:
         if policies.synced:
             return True, ""
         return False, "policy ConfigMap informer has not synced yet"
 
-    add_ops_routes(app, ready, before_metrics=handler.deferred.flush)
+    add_ops_routes(app, ready)
     return app

@@ -37,7 +37,7 @@ from aiohttp import http_exceptions, web
 
 from fedplace.admission import metrics
 
-__all__ = ["BoundedRequestHandler", "ServerLog", "listen", "send_now", "timing_middleware"]
+__all__ = ["BoundedRequestHandler", "ServerLog", "listen", "timing_middleware"]
 
 log = logging.getLogger("fedplace.admission.http")
 
@@ -117,24 +117,6 @@ async def timing_middleware(request: web.Request, handler: Any) -> web.StreamRes
     finally:
         if bounded:
             proto.request_done()
-
-
-async def send_now(request: web.Request, response: web.StreamResponse) -> None:
-    """Write ``response`` now, for the handler to return it already sent: whatever the handler
-    does after this call happens once the client has its answer.
-
-    The connection awaits its next request head from here on, as :func:`timing_middleware`
-    would say once the handler returns. A client gone away is left to aiohttp, which closes the
-    connection when it finishes the response.
-    """
-    proto = request.protocol
-    if isinstance(proto, BoundedRequestHandler):
-        proto.request_done()
-    try:
-        await response.prepare(request)
-        await response.write_eof()
-    except ConnectionError:
-        pass
 
 
 async def listen(runner: web.AppRunner, host: str, port: int, *, ssl_context: ssl.SSLContext | None,

@@ -20,6 +20,11 @@ False, changing nothing, when ``kubernetes_asyncio`` is already imported.
 Only entry points of processes that never use typed APIs call it
 (``sync/__main__.py``); tests and tools importing the library normally are
 unaffected.
+
+Why it stays (a hand-written piece earns its place by a same-run A/B against
+the library's way): opa-kube-sync's imports take 46 MB of RSS with it and 81 MB
+without (43 % less) and start 0.3–0.4 s sooner (``bench/kube_slim.py``;
+docs/benchmarks.md).
 """
 
 from __future__ import annotations

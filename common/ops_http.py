@@ -29,12 +29,10 @@ def _registry() -> CollectorRegistry:
     return registry
 
 
-def add_ops_routes(app: web.Application, ready: ReadyCheck, *,
-                   before_metrics: Callable[[], None] | None = None) -> None:
+def add_ops_routes(app: web.Application, ready: ReadyCheck) -> None:
     """Add /healthz, /readyz and /metrics to ``app``.
 
     ``ready()`` returns ``(is_ready, reason)``; the reason is shown when not ready.
-    ``before_metrics()`` runs before each scrape (e.g. bookkeeping still queued).
     """
 
     async def healthz(request: web.Request) -> web.Response:
@@ -47,8 +45,6 @@ def add_ops_routes(app: web.Application, ready: ReadyCheck, *,
         return web.Response(status=503, text=f"not ready: {reason}\n")
 
     async def metrics(request: web.Request) -> web.Response:
-        if before_metrics is not None:
-            before_metrics()
         body = generate_latest(_registry())
         resp = web.Response(body=body)
         resp.headers["Content-Type"] = CONTENT_TYPE_LATEST

@@ -134,10 +134,7 @@ class Remediator:
         objects: ObjectSource,
         ready: Callable[[], bool],
         events: EventRecorder | None = None,
-        after_pass: Callable[[], None] = lambda: None,
     ) -> None:
-        """``after_pass`` is called when a pass ends: the echoes :meth:`holds_echo` claimed
-        may be replicated now."""
         self.settings = settings
         self.api = api
         self.opa = opa
@@ -169,8 +166,6 @@ class Remediator:
         # can overtake the PATCH's answer); and the Events of the running pass, sent after it.
         self._inflight: dict[Key, list[Mapping[str, Any]]] = {}
         self._held_events: list[tuple[str, str, str, str, str, str]] | None = None
-        self._passing = False  # a pass runs: the replication of its echoes waits (holds_echo)
-        self.after_pass = after_pass
 
     # -- triggers ------------------------------------------------------------
 
@@ -206,21 +201,6 @@ class Remediator:
             self._clock += 1
             self._targets.update(dict.fromkeys(keys, self._clock))
             self._trigger.set()
-
-    def holds_echo(self, resource: str, obj: Mapping[str, Any]) -> bool:
-        """Whether replicating ``obj`` into OPA should wait until the running pass ends
-        (:attr:`after_pass`): it is the watch echo of one of the pass's own patches (or of
-        one still in flight). Echoes change nothing the pass has not planned for, and OPA's
-        data then stays still under the pass's remaining queries (no reload of the
-        devstack's data mirror between chunks). Never consumes the echo (:meth:`is_echo`)."""
-        if not self._passing or resource not in self.resources:
-            return False
-        key = _key(resource, obj)
-        if key in self._inflight:
-            return True
-        own = self._patched.get(key)
-        return own is not None and bool(own.after_rv) and own.after_rv == (obj.get("metadata") or {}).get(
-            "resourceVersion")
 
     def is_echo(self, resource: str, obj: Mapping[str, Any]) -> bool:
         """Whether ``obj`` is exactly the state one of our own PATCHes produced (same
@@ -334,7 +314,6 @@ class Remediator:
             evaluated_at: dict[Key, int] = {}
             queries, query_seconds = 0, 0.0
             self._hold_events()
-            self._passing = True
             try:
                 for chunk in chunks(keys, self.settings.chunk, self.settings.max_chunk):
                     clock = self._clock  # every change stamped up to here has reached OPA
@@ -353,8 +332,6 @@ class Remediator:
                 await pipeline.cancel()
                 raise
             finally:
-                self._passing = False
-                self.after_pass()
                 self._send_events()
             if objects is None and len(evaluated_at) == len(keys):  # objects gone since the last full pass
                 self.unsatisfiable = {k: v for k, v in self.unsatisfiable.items() if k in evaluated_at}

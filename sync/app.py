@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from aiohttp import web
 from kubernetes_asyncio import client
@@ -116,12 +116,11 @@ class SyncApp:
         self._spawn(self.events.run(), "events")
         if s.remediator.enabled:
             self.remediator = Remediator(s.remediator, self.api, self.opa, InformerObjects(self.replicators),
-                                         ready=self.is_ready, events=self.events, after_pass=self._release_held)
+                                         ready=self.is_ready, events=self.events)
         if s.enable_data:
             for res in s.resources:
                 rep = ReplicationHandler(res, self.opa, s.replicate_path, self.signal, s.ignore_namespaces,
-                                         on_opa_error=self.detector.poke, on_written=self._on_written,
-                                         hold=self._echo_hold(res.plural))
+                                         on_opa_error=self.detector.poke, on_written=self._on_written)
                 rep.informer = Informer(self.api, res, rep, settings=rep.informer_settings())
                 self.replicators[res.plural] = rep
                 self.informers.append(rep.informer)
@@ -223,20 +222,6 @@ class SyncApp:
                                    "PolicyEngineNotResponding",
                                    f"OPA is still working on module {mid} after {self.watch.threshold:g} s; the "
                                    "sync waits for its answer and does not send it again. " + message)
-
-    def _echo_hold(self, plural: str) -> Callable[[dict[str, Any]], bool]:
-        """What the replication of ``plural`` keeps back: the echoes of a remediation pass's own
-        patches, until the pass ends (``Remediator.holds_echo``): OPA's data stays still under
-        the pass's queries."""
-        remediator = self.remediator
-        if remediator is None or plural not in remediator.resources:
-            return lambda obj: False
-        return lambda obj: remediator.holds_echo(plural, obj)
-
-    def _release_held(self) -> None:
-        """A remediation pass ended: what the replication held back goes now."""
-        for rep in self.replicators.values():
-            rep.wake()
 
     def _on_written(self, plural: str, objects: list[dict[str, Any]] | None) -> None:
         if self.remediator is not None:

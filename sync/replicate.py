@@ -10,10 +10,7 @@ a flusher drains: one PUT or DELETE when one object is pending, else one JSON
 Patch of the collection carrying up to ``MAX_BATCH`` objects (a burst — the
 echoes of a remediation pass, a bulk creation — costs OPA a few requests, not
 one per object; OPA applies a patch atomically). A burst of changes to one
-object during a slow write becomes one write. A change ``hold(obj)`` claims
-stays pending (the remediator holds the watch echoes of its own patches until
-its pass ends, so OPA's data does not change under the pass's remaining
-queries) until :meth:`ReplicationHandler.wake`. A relist discards pending
+object during a slow write becomes one write. A relist discards pending
 events (the list supersedes them) under the same lock the flusher writes
 under, so an old event can never land after a newer list.
 
@@ -160,12 +157,10 @@ class ReplicationHandler:
     def __init__(self, resource: Resource, opa: OpaClient, root: str, signal: ChangeSignal,
                  ignore_namespaces: frozenset[str] = frozenset(),
                  on_opa_error: Callable[[], None] = lambda: None,
-                 on_written: Callable[[str, list[dict[str, Any]] | None], None] = lambda plural, objs: None,
-                 hold: Callable[[dict[str, Any]], bool] = lambda obj: False) -> None:
+                 on_written: Callable[[str, list[dict[str, Any]] | None], None] = lambda plural, objs: None) -> None:
         """``on_written(plural, objects)`` is called after each batch of writes has reached
         OPA (with the signal): ``objects`` are the states written (deleted ones included),
-        or None when the whole collection was written. A change ``hold(obj)`` claims stays
-        pending until :meth:`wake` (the remediator's echoes during a pass)."""
+        or None when the whole collection was written."""
         self.resource = resource
         self.opa = opa
         self.root = root
@@ -173,11 +168,9 @@ class ReplicationHandler:
         self.ignore = ignore_namespaces
         self.on_opa_error = on_opa_error
         self.on_written = on_written
-        self.hold = hold
         self.informer: Informer | None = None
         self.synced = asyncio.Event()
         self._pending: dict[str, _Pending] = {}
-        self._held: dict[str, _Pending] = {}  # pending changes ``hold`` kept back, until wake()
         self._full_pending = False  # the whole collection still has to be written
         self._indexed = indexed(resource)  # RBAC bindings: a subject index beside the collection
         self._index_stale = False  # the index still has to be written
@@ -205,7 +198,6 @@ class ReplicationHandler:
         RELISTS.labels(self._label).inc()
         async with self._lock:
             self._pending.clear()
-            self._held.clear()
             try:
                 await self._put_collection(objects)
             except Exception as exc:  # noqa: BLE001 - sorted below
@@ -220,14 +212,6 @@ class ReplicationHandler:
         self.synced.set()
         self._notify(None)
 
-    def wake(self) -> None:
-        """Look again at what ``hold`` kept back: it goes now unless held still. Never blocks."""
-        if self._held:
-            for key, item in self._held.items():
-                self._pending.setdefault(key, item)
-            self._held.clear()
-            self._wake.set()
-
     def _notify(self, objects: list[dict[str, Any]] | None) -> None:
         self.signal.notify(f"data:{self.resource.plural}")
         self.on_written(self.resource.plural, objects)
@@ -237,7 +221,6 @@ class ReplicationHandler:
         if not meta.get("name") or (self.resource.namespaced and meta.get("namespace") in self.ignore):
             return
         key = self.resource.key(obj)
-        self._held.pop(key, None)  # superseded
         self._pending[key] = _Pending(event_type, obj, time.monotonic())
         self._wake.set()
 
@@ -303,7 +286,6 @@ class ReplicationHandler:
                         await self._put_collection(self.informer.objects.values())
                         self._full_pending = False
                         self._pending.clear()  # the cache already holds every pending change
-                        self._held.clear()
                         self.synced.set()
                         whole = True
                         failures = 0
@@ -313,8 +295,6 @@ class ReplicationHandler:
                                     extra={"resource": self._label, "error": str(exc)})
                 while self._pending and not self._full_pending:
                     batch = self._take_batch()
-                    if not batch:
-                        continue
                     if not await self._flush(batch, written):
                         failures += 1
                         break
@@ -332,16 +312,8 @@ class ReplicationHandler:
                 self._wake.set()
 
     def _take_batch(self) -> list[tuple[str, _Pending]]:
-        """Up to ``MAX_BATCH`` pending changes, oldest first; those ``hold`` claims are set
-        aside (looked at once, until :meth:`wake`)."""
-        batch = []
-        for key, item in list(itertools.islice(self._pending.items(), MAX_BATCH)):
-            if self.hold(item.obj):
-                del self._pending[key]
-                self._held[key] = item
-            else:
-                batch.append((key, item))
-        return batch
+        """Up to ``MAX_BATCH`` pending changes, oldest first (they stay pending until written)."""
+        return list(itertools.islice(self._pending.items(), MAX_BATCH))
 
     async def _flush(self, batch: list[tuple[str, _Pending]], written: list[dict[str, Any]]) -> bool:
         """Write ``batch``: one JSON Patch, or object by object when it holds one change or

@@ -37,11 +37,11 @@ def test_defaults() -> None:
     assert cfg.deadline == 5.0
     assert cfg.max_body_bytes == 3 * 1024 * 1024
     assert cfg.event_loop == "auto"
-    assert cfg.speedups == {"lean-http", "answer-first", "first-attempt"}
+    assert cfg.speedups == {"lean-http", "first-attempt"}
 
 
 @pytest.mark.parametrize("flag,expected", [("none", set()), ("lean-http", {"lean-http"}),
-                                           ("answer-first, first-attempt", {"answer-first", "first-attempt"})])
+                                           ("lean-http, first-attempt", {"lean-http", "first-attempt"})])
 def test_speedups_flag(flag: str, expected: set[str]) -> None:
     assert load_config(["--speedups", flag]).speedups == expected
 

@@ -205,9 +205,8 @@ async def test_malformed_http_and_disconnects_are_one_warning_each(harness: Harn
 
 async def test_a_client_gone_before_the_answer_is_decided_counted_and_quiet(
         harness: Harness, caplog: pytest.LogCaptureFixture) -> None:
-    """The answer is written before the metrics and the log line (admission.listener.send_now): a
-    client that hangs up while OPA decides still gets its decision counted and logged, without an
-    error; the webhook goes on serving."""
+    """A client that hangs up while OPA decides still gets its decision counted and logged,
+    without an error; the webhook goes on serving."""
     await harness.put_policy(ANNOTATE + "slow if { some i in numbers.range(1, 50000); i < 0 }\n")
     await harness.add_policy_configmap()
     caplog.set_level(logging.INFO)
