@@ -48,18 +48,18 @@ class InformerObjects:
 
     def get(self, resource: str, namespace: str, name: str) -> Mapping[str, Any] | None:
         rep = self.replicators.get(resource)
-        if rep is None or rep.informer is None:
+        if rep is None:
             return None
         return rep.informer.objects.get(f"{namespace}/{name}" if rep.resource.namespaced else name)
 
     def count(self, resource: str) -> int:
         rep = self.replicators.get(resource)
-        return len(rep.informer.objects) if rep is not None and rep.informer is not None else 0
+        return len(rep.informer.objects) if rep is not None else 0
 
     def keys(self, resource: str) -> list[tuple[str, str]]:
         """(namespace or "", name) of every cached object (cache keys are ``ns/name`` or ``name``)."""
         rep = self.replicators.get(resource)
-        if rep is None or rep.informer is None:
+        if rep is None:
             return []
         if not rep.resource.namespaced:
             return [("", key) for key in rep.informer.objects]
@@ -119,9 +119,8 @@ class SyncApp:
                                          ready=self.is_ready, events=self.events)
         if s.enable_data:
             for res in s.resources:
-                rep = ReplicationHandler(res, self.opa, s.replicate_path, self.signal, s.ignore_namespaces,
+                rep = ReplicationHandler(res, self.api, self.opa, s.replicate_path, self.signal, s.ignore_namespaces,
                                          on_opa_error=self.detector.poke, on_written=self._on_written)
-                rep.informer = Informer(self.api, res, rep, settings=rep.informer_settings())
                 self.replicators[res.plural] = rep
                 self.informers.append(rep.informer)
                 self._spawn(rep.run_flusher(), f"flush-{res.plural}")

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 from urllib.parse import quote
 
+from kubernetes_asyncio import client
 from prometheus_client import Counter, Gauge, Histogram
 
 from fedplace.common.informer import Informer, InformerSettings
@@ -154,13 +155,14 @@ class _Pending:
 class ReplicationHandler:
     """Keeps ``data.<root>.<plural>`` equal to the informer's view of one resource type."""
 
-    def __init__(self, resource: Resource, opa: OpaClient, root: str, signal: ChangeSignal,
+    def __init__(self, resource: Resource, api: client.ApiClient, opa: OpaClient, root: str, signal: ChangeSignal,
                  ignore_namespaces: frozenset[str] = frozenset(),
                  on_opa_error: Callable[[], None] = lambda: None,
                  on_written: Callable[[str, list[dict[str, Any]] | None], None] = lambda plural, objs: None) -> None:
-        """``on_written(plural, objects)`` is called after each batch of writes has reached
-        OPA (with the signal): ``objects`` are the states written (deleted ones included),
-        or None when the whole collection was written."""
+        """The handler and its :attr:`informer` (list/watch of ``resource`` on ``api``, not
+        started: run ``informer.run()``). ``on_written(plural, objects)`` is called after each
+        batch of writes has reached OPA (with the signal): ``objects`` are the states written
+        (deleted ones included), or None when the whole collection was written."""
         self.resource = resource
         self.opa = opa
         self.root = root
@@ -168,7 +170,7 @@ class ReplicationHandler:
         self.ignore = ignore_namespaces
         self.on_opa_error = on_opa_error
         self.on_written = on_written
-        self.informer: Informer | None = None
+        self.informer = Informer(api, resource, self, settings=self.informer_settings())
         self.synced = asyncio.Event()
         self._pending: dict[str, _Pending] = {}
         self._full_pending = False  # the whole collection still has to be written
@@ -201,7 +203,7 @@ class ReplicationHandler:
             try:
                 await self._put_collection(objects)
             except Exception as exc:  # noqa: BLE001 - sorted below
-                if not retryable(exc) or self.informer is None:
+                if not retryable(exc):
                     raise
                 log.warning("collection write failed; will retry",
                             extra={"resource": self._label, "error": str(exc)})
@@ -248,8 +250,6 @@ class ReplicationHandler:
         just written, or of the informer's cache. Never raises: a failure leaves the index stale
         for the flusher to retry, and never holds up the collection's own writes."""
         if collection is None:
-            if self.informer is None:
-                return
             collection = layout(self.resource, self.informer.objects.values(), self.ignore)
         self._index_stale = True
         try:
@@ -264,7 +264,7 @@ class ReplicationHandler:
 
     async def push_all(self) -> None:
         """Write the informer's whole cache again (after OPA lost its state)."""
-        if self.informer is None or not self.informer.synced.is_set():
+        if not self.informer.synced.is_set():
             return
         async with self._lock:
             await self._put_collection(self.informer.objects.values())
@@ -281,7 +281,7 @@ class ReplicationHandler:
             whole = False  # the whole collection was written
             written: list[dict[str, Any]] = []
             async with self._lock:
-                if self._full_pending and self.informer is not None:
+                if self._full_pending:
                     try:
                         await self._put_collection(self.informer.objects.values())
                         self._full_pending = False
