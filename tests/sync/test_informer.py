@@ -10,6 +10,7 @@ tests/fixtures/proxy.py), never from patching the client.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from typing import Any, AsyncIterator, Awaitable, Callable
 
@@ -267,19 +268,29 @@ async def test_bookmarks_advance_the_resource_version(kube_api, kube_namespace, 
 
     When they come: the devstack fixture's server sends one every second; a real
     kube-apiserver 1.24 (its watch cache) about 2 s before the watch's
-    ``timeoutSeconds`` runs out and then every minute, and only once the resource
-    type has a newer RV than the watch's (measured: a 3 s watch got it at 1.4 s, a
-    10 s one at 8.1 s, a 130 s one at 59 s). So the watches here last 3 s."""
+    ``timeoutSeconds`` runs out and then every minute (measured: a 3 s watch got it
+    at 1.4 s, a 10 s one at 8.1 s, a 130 s one at 59 s), and only with an RV newer
+    than the watch's own — which, for a watch that starts before a change it does not
+    see, already counts that change (the watch cache replays it, filtered out): such a
+    watch gets no bookmark until the type changes again. So the watches here last 3 s
+    and the change elsewhere goes on (one update every half second) until the RV moved."""
     api, ns = kube_api, kube_namespace
     settings = InformerSettings(page_size=2, watch_timeout=3, backoff_initial=0.05, backoff_max=0.5)
     inf, rec = await run_informer(ns, settings=settings)
     before = inf.resource_version
     other = await create_cm(api, "default", f"elsewhere-{ns}")  # a change this informer does not see
+    path = CM.object_path(other["metadata"]["name"], "default")
+
+    async def keep_changing() -> None:
+        for i in itertools.count():
+            await asyncio.sleep(0.5)
+            await kube_json(api, "PATCH", path, body={"data": {"k": str(i)}},
+                            content_type="application/merge-patch+json")
+
+    changing = asyncio.create_task(keep_changing())
     try:
-        # at least the change's RV: a real API server's own writes (its leases, the `kubernetes`
-        # Endpoints) may have moved the RV further by the time the bookmark is sent. Bookmarks are
-        # best effort (one CI run on 2 busy cores saw none in 10 s, i.e. three watches): the wait
-        # is long, and a failure says what the informer went through meanwhile.
+        # at least the change's RV: later changes (and a real API server's own writes: its
+        # leases, the `kubernetes` Endpoints) move it further by the time a bookmark is sent
         try:
             await eventually(lambda: int(inf.resource_version) >= int(other["metadata"]["resourceVersion"]), 30,
                              "a bookmark to advance the RV")
@@ -288,7 +299,9 @@ async def test_bookmarks_advance_the_resource_version(kube_api, kube_namespace, 
                                  f"{other['metadata']['resourceVersion']}; informer {inf.stats}") from None
         assert inf.resource_version != before and rec.events == []
     finally:
-        await kube_json(api, "DELETE", CM.object_path(other["metadata"]["name"], "default"))
+        changing.cancel()
+        await asyncio.gather(changing, return_exceptions=True)
+        await kube_json(api, "DELETE", path)
 
 
 async def test_streams_ending_at_once_do_not_spin(kube_proxy, kube_proxy_api, kube_api, kube_namespace, run_informer):
