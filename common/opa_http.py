@@ -33,9 +33,9 @@ from connecting); :class:`~fedplace.common.opa_client.OpaClient` maps them onto
 
 Why it stays beside aiohttp's client (a hand-written piece earns its place by a
 same-run A/B against the library's way): the webhook with it, against the
-webhook asking the real OPA 1.9 server through aiohttp's client, saved 0.11 and
-0.17 ms p50 at one request in flight and 5 % and 22 % throughput at 64, in two
-runs (``bench/admission.py --speedup-ab``; docs/benchmarks.md). Switched off by
+webhook asking the real OPA 1.9 server through aiohttp's client, saved 0.11 to
+0.55 ms p50 at one request in flight in four runs and 5 % to 28 % throughput at
+64 in three (``bench/admission.py --speedup-ab``; docs/benchmarks.md). Switched off by
 the webhook's ``--speedups`` without ``lean-http``.
 """
 

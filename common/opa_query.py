@@ -151,8 +151,9 @@ async def query_within_deadline(
     # The first attempt runs without the retry machinery; only a retryable failure enters it,
     # replayed there as its first attempt, so that waits, stop and logs are those of one retry loop
     # from the start. Why (a same-run A/B against every attempt inside tenacity's loop, on the real
-    # OPA 1.9 server, bench/admission.py --speedup-ab): 7 % and 10 % more webhook throughput at 64
-    # requests in flight in two runs; nothing measurable at one in flight (docs/benchmarks.md).
+    # OPA 1.9 server, bench/admission.py --speedup-ab): 7 %, 10 % and 31 % more webhook throughput
+    # at 64 requests in flight in three runs; at one in flight −0.08 to +0.20 ms, within the noise
+    # (docs/benchmarks.md).
     replay: OpaUnavailable | None = None
     try:
         if first_attempt_outside:
