@@ -15,13 +15,17 @@ no policy ConfigMaps                  allow, unchanged, OPA not asked     fail_o
 OPA failed after retries              deny 403, Event                     fail_closed
 result undefined                      deny 403 "no policy decision"       fail_closed
 result not {errors, annotations,      deny 403, Event                     fail_closed
-patch, patches} of the right types,
-or an invalid ``patch``/``patches``
+patch, patches, events} of the right
+types, or an invalid ``patch``/
+``patches``/``events``
 non-empty ``errors``                  deny 403 listing every error,       denied
                                       Event PlacementDenied
 annotations / patch change something  allow with one JSONPatch            patched
 nothing to change                     allow, no patch                     allowed
 ====================================  ==================================  ===========
+
+An allowed decision carries the policy's ``events`` (Events to record on other
+objects, :mod:`fedplace.admission.policy_events`).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fedplace.admission.patches import InvalidPatch, build_patch
+from fedplace.admission.policy_events import InvalidEvents, PolicyEvent, parse_events
 from fedplace.admission.review import AdmissionRequest
 from fedplace.common.annotations import canonical_value
 from fedplace.common.opa_query import OpaOutcome
@@ -47,7 +52,7 @@ __all__ = [
 REASON_DENIED = "PlacementDenied"
 REASON_ENGINE = "PolicyEngineUnavailable"
 UNCHECKED_OPERATIONS = frozenset({"DELETE", "CONNECT"})
-RESULT_KEYS = ("errors", "annotations", "patch", "patches")
+RESULT_KEYS = ("errors", "annotations", "patch", "patches", "events")
 
 
 @dataclass(frozen=True)
@@ -55,7 +60,8 @@ class Decision:
     """What to answer. ``outcome`` is the metric label; ``cause`` says why a
     fail-closed denial happened (``unavailable``, ``malformed``, ``request``,
     ``undefined``, ``invalid_decision``); ``event_reason`` is set when a
-    Warning Event should be recorded."""
+    Warning Event should be recorded; ``events`` are the policy's own Events
+    about other objects (allowed decisions only)."""
 
     allowed: bool
     outcome: str
@@ -64,6 +70,7 @@ class Decision:
     cause: str = ""
     event_reason: str | None = None
     code: int = 200
+    events: tuple[PolicyEvent, ...] = ()
 
 
 def needs_query(request: AdmissionRequest, policies_exist: bool) -> bool:
@@ -114,6 +121,10 @@ def decide(request: AdmissionRequest, policies_exist: bool, outcome: OpaOutcome 
         patch = build_patch(request.object, annotations, result.get("patch"), result.get("patches"))
     except InvalidPatch as exc:
         return _fail_closed("invalid_decision", f"invalid policy patch: {exc}")
+    try:
+        events = tuple(parse_events(result.get("events")))
+    except InvalidEvents as exc:
+        return _fail_closed("invalid_decision", f"invalid policy events: {exc}")
     if patch:
-        return Decision(allowed=True, outcome="patched", patch=patch)
-    return Decision(allowed=True, outcome="allowed")
+        return Decision(allowed=True, outcome="patched", patch=patch, events=events)
+    return Decision(allowed=True, outcome="allowed", events=events)

@@ -202,7 +202,11 @@ class MutateHandler:
         log.log(level, "admission decision", extra=fields)
 
     def _record_event(self, review: AdmissionRequest, decision: Decision) -> None:
-        if self.recorder is None or decision.event_reason is None or review.dry_run:
+        if self.recorder is None or review.dry_run:
+            return
+        for event in decision.events:
+            self.recorder.record(event.involved, event.type, event.reason, event.message)
+        if decision.event_reason is None:
             return
         obj = dict(review.object or review.old_object or {})
         meta = dict(obj.get("metadata") or {})

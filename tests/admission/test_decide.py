@@ -57,6 +57,16 @@ FAIL_TABLE = [
     ("patch that does not apply", OpaOutcome.ok({"patch": [{"op": "test", "path": "/spec/replicas", "value": 9}]}),
      "invalid_decision", "does not apply"),
     ("no outcome at all", None, "undefined", "no policy decision"),
+    ("events not a list", OpaOutcome.ok({"events": {"reason": "X"}}), "invalid_decision",
+     "invalid policy events: events must be a list"),
+    ("event without object", OpaOutcome.ok({"events": [{"reason": "X", "message": "m"}]}), "invalid_decision",
+     "events[0].object must be an object"),
+    ("event reason not CamelCase", OpaOutcome.ok({"events": [
+        {"object": {"apiVersion": "v1", "kind": "Pod", "name": "p"}, "reason": "not ok", "message": "m"}]}),
+     "invalid_decision", "events[0].reason must be UpperCamelCase"),
+    ("event of an unknown type", OpaOutcome.ok({"events": [
+        {"object": {"apiVersion": "v1", "kind": "Pod", "name": "p"}, "reason": "R", "message": "m", "type": "Error"}]}),
+     "invalid_decision", "events[0].type must be Normal or Warning"),
     ("patches not an object", OpaOutcome.ok({"patches": [{"op": "add", "path": "/spec/x", "value": 1}]}),
      "invalid_decision", "patches must be an object"),
     ("a pack's invalid op names the pack", OpaOutcome.ok({"patches": {"limits": [{"op": "copy", "path": "/spec/x"}]}}),
@@ -91,6 +101,16 @@ def test_delete_and_connect_untouched(op: str, policies: bool) -> None:
     assert not needs_query(req, policies)
     d = decide(req, policies, None)
     assert d.allowed and d.outcome == "allowed" and d.patch == []
+
+
+def test_events_ride_on_an_allowed_decision() -> None:
+    event = {"object": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "shop", "name": "web",
+                        "uid": "u-9"}, "reason": "PlacementUnsatisfiable", "message": "no cluster"}
+    d = decide(request(), True, OpaOutcome.ok({"events": [event, {**event, "type": "Normal", "reason": "Noted"}]}))
+    assert d.allowed and d.outcome == "allowed" and d.patch == []
+    assert [(e.involved.as_ref(), e.type, e.reason, e.message) for e in d.events] == [
+        (event["object"], "Warning", "PlacementUnsatisfiable", "no cluster"),
+        (event["object"], "Normal", "Noted", "no cluster")]
 
 
 def test_needs_query() -> None:
