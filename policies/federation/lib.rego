@@ -29,7 +29,23 @@ number(s) := to_number(s)
 
 requested := object.get(input, ["metadata", "annotations"], {})
 
-applies if input.kind == "ReplicaSet"
+# The federation control plane this policy serves (setting control_plane, module
+# io.k8s.federation.placement.settings): "federation-v1" (the default: the
+# annotations Federation v1's controllers read) or "karmada" (Karmada's
+# bindings, policies/karmada/; templates are then judged by that pack, and the
+# ReplicaSet and cluster-selector rules below stand down).
+default control_plane := "federation-v1"
+
+control_plane := data.io.k8s.federation.placement.settings.control_plane
+
+control_planes := {"federation-v1", "karmada"}
+
+karmada if control_plane == "karmada"
+
+applies if {
+	input.kind == "ReplicaSet"
+	not karmada
+}
 
 eu_required if requested[eu_key] == "true"
 
@@ -96,13 +112,14 @@ eligible_clusters contains name if {
 }
 
 # EU jurisdiction by region: provider prefix (GCE europe-*, AWS eu-*) or name
-# (Azure *europe), matched against the lower-cased region.
+# (Azure *europe), matched against the lower-cased region: a Federation v1
+# Cluster's status.region, else a Karmada Cluster's spec.region.
 eu_region_pattern := `^(europe-|eu-)|europe$`
 
 eligible_clusters contains name if {
 	eu_required
 	some name, cluster in clusters
-	region := object.get(cluster, ["status", "region"], "")
+	region := object.get(cluster, ["status", "region"], object.get(cluster, ["spec", "region"], ""))
 	is_string(region)
 	regex.match(eu_region_pattern, lower(region))
 	pci_ok(object.get(cluster, ["metadata", "labels", pci_label], "0"))

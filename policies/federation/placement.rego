@@ -12,14 +12,17 @@
 # (data.kubernetes.clusters) whose region is in the EU and whose
 # pci-compliance-level label is >= N.
 #
-# The decision (data.io.k8s.federation.admission) carries
+# The placement decision (data.io.k8s.federation.placement.decision, which
+# admission.rego hands on to the admission decision, and which remediation
+# evaluates alone) carries
 #   annotations: federation.kubernetes.io/replica-set-preferences naming the
 #                eligible clusters with their weights;
 #   errors:      why the object cannot be admitted — no eligible cluster, or the
 #                developer's own preferences name clusters the policy forbids
 #                (the proposal's intersection semantics: the policy says which
 #                clusters MAY be used, the developer chooses among them).
-package io.k8s.federation.admission
+# Other placement packs (policies/karmada/) add to the same document.
+package io.k8s.federation.placement.decision
 
 import data.io.k8s.federation.placement
 

@@ -19,6 +19,7 @@
 #                       Deployment, StatefulSet, DaemonSet, Job, ConfigMap,
 #                       Secret, Service, Ingress); never ReplicaSet
 #   cluster_name_label  the label naming a cluster (default fedplace.io/cluster-name)
+#   control_plane       "federation-v1" (default) or "karmada" (lib.rego)
 # A malformed setting denies every object asking for placement whose kind is
 # not ReplicaSet, naming the setting: never a silent default.
 #
@@ -59,6 +60,11 @@ selector_kinds_collection := selector_kinds if is_array(selector_kinds)
 selector_kinds_collection := selector_kinds if is_set(selector_kinds)
 
 settings_errors contains msg if {
+	not control_plane in control_planes
+	msg := sprintf("placement setting control_plane must be one of %s, got %s (%s)", [concat(", ", sort(control_planes)), json.marshal(control_plane), settings_module])
+}
+
+settings_errors contains msg if {
 	not selector_kinds_collection
 	msg := sprintf("placement setting selector_kinds must be a list of kinds, got %s (%s)", [type_name(selector_kinds), settings_module])
 }
@@ -88,6 +94,7 @@ valid_kind(k) if {
 
 # The object's kind is placed through the cluster selector (settings sound).
 selector_kind if {
+	not karmada
 	count(settings_errors) == 0
 	is_string(input.kind)
 	input.kind in selector_kinds_collection

@@ -1,6 +1,9 @@
 # Remediation library (Rego v1): the desired annotations of every replicated
 # object of the remediated kinds, computed in one query by evaluating the
-# admission rules with each object as input.
+# placement decision (data.io.k8s.federation.placement.decision) with each
+# object as input. Placement alone: another pack's errors (a LimitRange
+# violation, say) neither block an object's re-placement nor make it
+# "unsatisfiable".
 #
 # Query: POST /v1/data/io/k8s/federation/remediation/notifications with
 #   {"input": {"resources": [{"plural": "replicasets", "namespaced": true}],
@@ -11,7 +14,7 @@
 # notification is
 #   {"resource", "namespace" ("" when cluster-scoped), "name",
 #    "annotations": {key: value}, "errors": [string]}
-# for every object whose admission decision has annotations or errors. The
+# for every object whose placement decision has annotations or errors. The
 # remediator compares "annotations" with the live object after canonical
 # serialisation and patches only what differs.
 #
@@ -61,7 +64,7 @@ stored(r, namespace, name) := replicated.namespaced_object(r.plural, namespace, 
 stored(r, _, name) := replicated.cluster_object(r.plural, name) if not object.get(r, "namespaced", true)
 
 notification(plural, namespace, name, obj) := n if {
-	decision := data.io.k8s.federation.admission with input as obj
+	decision := data.io.k8s.federation.placement.decision with input as obj
 	desired := object.get(decision, "annotations", {})
 	errs := [e | some e in object.get(decision, "errors", [])]
 	count(desired) + count(errs) > 0

@@ -78,3 +78,30 @@ test_targeted_cluster_scoped if {
 		with data.kubernetes.clusters as clusters
 	[n.name | some n in ns] == ["top"]
 }
+
+# Remediation evaluates placement alone: a ReplicaSet another pack objects to (here a
+# LimitRange violation, which denies it at admission) is still re-placed, and not
+# reported unsatisfiable.
+test_another_packs_errors_neither_block_nor_count if {
+	big := {"name": "app", "image": "nginx", "resources": {"limits": {"memory": "2Gi"}}}
+	heavy := object.union(
+		rs("default", "heavy", {"policy.federation.alpha.kubernetes.io/pci-compliance-level": "2"}),
+		{"spec": {"template": {"spec": {"containers": [big]}}}},
+	)
+	limits := {"default": {"limits": {
+		"apiVersion": "v1", "kind": "LimitRange",
+		"metadata": {"name": "limits", "namespace": "default"},
+		"spec": {"limits": [{"type": "Container", "max": {"memory": "1Gi"}}]},
+	}}}
+	admission := data.io.k8s.federation.admission with input as heavy
+		with data.kubernetes.clusters as clusters
+		with data.kubernetes.limitranges as limits
+	count(admission.errors) == 1
+	ns := remediation.notifications with data.kubernetes.replicasets as {"default": {"heavy": heavy}}
+		with data.kubernetes.clusters as clusters
+		with data.kubernetes.limitranges as limits
+	some n in ns
+	n.name == "heavy"
+	n.errors == []
+	n.annotations["federation.kubernetes.io/replica-set-preferences"].clusters == {"eu-a": {"weight": 1}}
+}

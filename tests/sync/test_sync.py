@@ -647,12 +647,13 @@ REMEDIATE = ("--policy-namespace", POLICY_NS, "--remediate", "enforce", "--remed
              "--remediate-max-fraction", "1", "--leader-election", "false")
 
 
+# Remediation evaluates the placement decision (what the admission decision's placement part is).
 def owner_policy(owner: str, kind: str = "ReplicaSet") -> str:
-    return f'package io.k8s.federation.admission\n\nannotations["fedplace.io/owner"] := "{owner}" if input.kind == "{kind}"\n'
+    return f'package io.k8s.federation.placement.decision\n\nannotations["fedplace.io/owner"] := "{owner}" if input.kind == "{kind}"\n'
 
 
 async def put_remediated_policy(api, admission_rego: str) -> None:
-    """The ConfigMap "p": an admission policy and the shipped remediation library."""
+    """The ConfigMap "p": a placement policy and the shipped remediation library."""
     await put_configmap(api, "p", {"admission.rego": admission_rego,
                                    "remediation.rego": (ROOT / "policies/lib/remediation.rego").read_text()})
 
@@ -802,7 +803,7 @@ async def test_change_to_other_replicated_data_starts_a_full_pass(world, opa, st
             "apiVersion": "federation.fedplace.io/v1beta1", "kind": "Cluster", "metadata": {"name": name}})
 
     await add_cluster("c1")
-    policy = ('package io.k8s.federation.admission\n\nannotations["fedplace.io/clusters"] := '
+    policy = ('package io.k8s.federation.placement.decision\n\nannotations["fedplace.io/clusters"] := '
               'sprintf("%d", [count(data.kubernetes.clusters)]) if input.kind == "ReplicaSet"\n')
     await put_remediated_policy(api, policy)
     await start_sync(*REMEDIATE, "--replicate-cluster", "federation.fedplace.io/v1beta1/clusters")

@@ -1,0 +1,26 @@
+# The Karmada pack's part of the placement decision (Rego v1); the logic is in
+# karmada.rego (package io.k8s.federation.karmada).
+#
+#   annotations  on a binding: fedplace.io/excluded-clusters and
+#                fedplace.io/placement (compared by remediation)
+#   patches      on a binding: patches["karmada"], the narrowed exclude lists and
+#                the fedplace.io/exclusions-added record
+#   events       a Warning PlacementUnsatisfiable on the template of a binding no
+#                cluster is allowed for
+#   errors       templates (control_plane "karmada") and PropagationPolicies
+#                only: a binding is never denied
+package io.k8s.federation.placement.decision
+
+import data.io.k8s.federation.karmada
+
+annotations[karmada.excluded_key] := sort(karmada.forbidden) if karmada.decided
+
+annotations[karmada.why_key] := karmada.why if karmada.decided
+
+patches["karmada"] := karmada.patch if count(karmada.patch) > 0
+
+events contains karmada.unsatisfiable_event if karmada.unsatisfiable
+
+errors contains msg if some msg in karmada.template_errors
+
+errors contains msg if some msg in karmada.policy_errors
