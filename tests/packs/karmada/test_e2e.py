@@ -1,0 +1,252 @@
+"""End to end (issue 27): Karmada placement decided by OPA, through the API server.
+
+On the devstack or the real servers (FEDPLACE_TEST_OPA_URL / FEDPLACE_TEST_KUBECONFIG):
+the test CRDs shaped like Karmada's (devstack/karmada/crds.yaml); opa-kube-sync in
+process replicating Karmada Clusters, Deployments (the templates) and ResourceBindings,
+remediating the bindings; the TLS webhook registered for templates, bindings and
+PropagationPolicies; the policy ConfigMaps deploy/ ships plus the settings module
+``control_plane := "karmada"``. Karmada's detector and scheduler are the devstack
+stand-ins (devstack/karmada/standins.py), run one pass at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+import pytest
+from kubernetes_asyncio import client
+
+from devstack.karmada import CLUSTERS, PROPAGATION_POLICIES, RESOURCE_BINDINGS, install_crds
+from devstack.karmada.standins import DEPLOYMENTS, Detector, Scheduler
+from fedplace.common.kube_client import KubeApiError, kube_json
+from tests.fixtures.kube import ScratchNamespaces
+from tests.fixtures.stack import eventually, policy_loaded, webhook_stack
+from tests.metrics import metric
+from tests.packs.limitrange.conftest import pack_configmaps
+
+EU = "policy.federation.alpha.kubernetes.io/eu-jurisdiction-required"
+PCI = "policy.federation.alpha.kubernetes.io/pci-compliance-level"
+EXCLUDED = "fedplace.io/excluded-clusters"
+WHY = "fedplace.io/placement"
+ADDED = "fedplace.io/exclusions-added"
+SETTINGS = "package io.k8s.federation.placement.settings\n\ncontrol_plane := \"karmada\"\n"
+
+
+def rule(group: str, version: str, plurals: list[str]) -> dict[str, Any]:
+    return {"apiGroups": [group], "apiVersions": [version], "resources": plurals,
+            "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}
+
+
+def cluster(name: str, region: str, pci: str, run: str) -> dict[str, Any]:
+    return {"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+            "metadata": {"name": name, "labels": {"pci-compliance-level": pci, "fedplace-test": run}},
+            "spec": {"region": region, "provider": "aws", "syncMode": "Push"}}
+
+
+def deployment(name: str, annotations: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "annotations": annotations},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
+
+
+def propagation_policy(name: str, template: str, affinity: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy", "metadata": {"name": name},
+            "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": template}],
+                     "placement": {"clusterAffinity": affinity}}}
+
+
+@pytest.fixture
+async def karmada(opa: Any, kube: Any, kube_api: client.ApiClient, kube_namespaces: ScratchNamespaces,
+                  tmp_path: Path) -> AsyncIterator[dict[str, Any]]:
+    """The whole path, with three Karmada Clusters (EU PCI 3, EU PCI 1, US PCI 3)."""
+    await install_crds(kube_api)
+    suffix = uuid.uuid4().hex[:6]
+    names = {"eu1": f"eu1-{suffix}", "eu2": f"eu2-{suffix}", "us1": f"us1-{suffix}"}
+    created: list[str] = []
+    policy_ns = await kube_namespaces.create("kd-policy")
+    app_ns = await kube_namespaces.create("kd-shop")
+    try:
+        for key, region, pci in (("eu1", "eu-west-1", "3"), ("eu2", "europe-west4", "1"), ("us1", "us-east-1", "3")):
+            await kube_json(kube_api, "POST", CLUSTERS.collection_path(None), body=cluster(names[key], region, pci, suffix))
+            created.append(names[key])
+        async with webhook_stack(
+                opa, kube, kube_api, tmp_path, name=f"fedplace-karmada-{app_ns}", policy_ns=policy_ns,
+                sync_flags=["--replicate", "apps/v1/deployments",
+                            "--replicate", "work.karmada.io/v1alpha2/resourcebindings",
+                            "--replicate-cluster", "cluster.karmada.io/v1alpha1/clusters",
+                            "--replicate-ignore-namespaces", policy_ns,
+                            "--remediate", "enforce", "--remediate-debounce", "0.05",
+                            "--remediate-max-fraction", "1", "--leader-election", "false",
+                            "--remediate-resource", "work.karmada.io/v1alpha2/resourcebindings"],
+                webhook_rules=[rule("apps", "v1", ["deployments"]),
+                               rule("work.karmada.io", "v1alpha2", ["resourcebindings"]),
+                               rule("policy.karmada.io", "v1alpha1", ["propagationpolicies"])],
+                namespaces=[app_ns]) as stack:
+            configmaps = pack_configmaps()
+            for cm, data in (("fedplace-lib", configmaps["fedplace-lib"]),
+                             ("fedplace-federation", configmaps["fedplace-federation"]),
+                             ("fedplace-karmada", configmaps["fedplace-karmada"]),
+                             ("fedplace-settings", {"settings.rego": SETTINGS})):
+                await kube_json(kube_api, "POST", f"/api/v1/namespaces/{policy_ns}/configmaps", body={
+                    "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": cm}, "data": data})
+                await eventually(lambda cm=cm: policy_loaded(kube_api, policy_ns, cm), what=f"{cm} to load")
+            await eventually(lambda: _true(stack.sync.is_ready()), what="the sync to be ready")
+            yield {"api": kube_api, "opa": opa, "ns": app_ns, "clusters": names,
+                   "detector": Detector(kube_api, [DEPLOYMENTS], namespaces=[app_ns]),
+                   "scheduler": Scheduler(kube_api, namespaces=[app_ns], cluster_bindings=False,
+                                          cluster_selector=f"fedplace-test={suffix}")}
+    finally:
+        for name in created:
+            try:
+                await kube_json(kube_api, "DELETE", CLUSTERS.object_path(name, None))
+            except KubeApiError:
+                pass
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+async def replicated(opa: Any, path: str) -> bool:
+    status, body = await opa.request("GET", f"/v1/data/kubernetes/{path}")
+    return status == 200 and "result" in (body or {})
+
+
+async def binding(api: client.ApiClient, ns: str, name: str) -> dict[str, Any]:
+    return await kube_json(api, "GET", RESOURCE_BINDINGS.object_path(name, ns))
+
+
+def excluded(obj: dict[str, Any]) -> list[str]:
+    return json.loads(obj["metadata"]["annotations"][EXCLUDED])
+
+
+async def test_templates_bindings_and_policies_on_karmada(karmada: dict[str, Any]) -> None:
+    api, opa, ns, c = karmada["api"], karmada["opa"], karmada["ns"], karmada["clusters"]
+    apps = f"/apis/apps/v1/namespaces/{ns}/deployments"
+
+    # A template no cluster satisfies is denied, with the policy's message.
+    with pytest.raises(KubeApiError) as denied:
+        await kube_json(api, "POST", apps, body=deployment("nowhere", {EU: "true", PCI: "9"}))
+    assert denied.value.status == 403
+    assert "no cluster satisfies the placement policy (EU jurisdiction required: true, PCI compliance level >= 9)" \
+        in denied.value.message
+
+    # A satisfiable one is admitted untouched (no Federation v1 annotations on Karmada).
+    web = await kube_json(api, "POST", apps, body=deployment("web", {EU: "true", PCI: "2"}))
+    assert set(web["metadata"]["annotations"]) == {EU, PCI}
+    await eventually(lambda: replicated(opa, f"deployments/{ns}/web"), what="the template replicated")
+
+    # A PropagationPolicy naming only forbidden clusters for it is denied.
+    with pytest.raises(KubeApiError) as refused:
+        await kube_json(api, "POST", PROPAGATION_POLICIES.collection_path(ns),
+                        body=propagation_policy("us-only", "web", {"clusterNames": [c["us1"]]}))
+    assert refused.value.status == 403
+    assert "only on clusters the placement policy forbids" in refused.value.message
+
+    # The detector's binding is narrowed: user exclusion and clusterNames kept, forbidden ones excluded.
+    await kube_json(api, "POST", PROPAGATION_POLICIES.collection_path(ns), body=propagation_policy(
+        "web", "web", {"clusterNames": [c["us1"], c["eu1"]], "exclude": ["zz-user"]}))
+    report = await karmada["detector"].reconcile_once()
+    assert report.created == [f"{ns}/web-deployment"], report
+    b = await binding(api, ns, "web-deployment")
+    affinity = b["spec"]["placement"]["clusterAffinity"]
+    assert affinity["clusterNames"] == [c["us1"], c["eu1"]]
+    assert affinity["exclude"][0] == "zz-user" and {c["us1"], c["eu2"]} <= set(affinity["exclude"])
+    assert c["eu1"] not in affinity["exclude"]
+    assert c["us1"] in excluded(b) and c["eu1"] not in excluded(b)
+    assert "clusters excluded by the placement policy" in b["metadata"]["annotations"][WHY]
+
+    # Karmada's scheduler (stand-in) honours it.
+    await karmada["scheduler"].schedule_once()
+    b = await binding(api, ns, "web-deployment")
+    assert [t["name"] for t in b["spec"]["clusters"]] == [c["eu1"]]
+
+    # The policy changes: the detector overwrites the placement; the webhook narrows it again.
+    policy_path = PROPAGATION_POLICIES.object_path("web", ns)
+    await kube_json(api, "PATCH", policy_path, content_type="application/merge-patch+json",
+                    body={"spec": {"placement": {"clusterAffinity": {"clusterNames": None, "exclude": ["zz-other"]}}}})
+    report = await karmada["detector"].reconcile_once()
+    assert report.updated == [f"{ns}/web-deployment"], report
+    b = await binding(api, ns, "web-deployment")
+    assert b["spec"]["placement"]["clusterAffinity"]["exclude"][0] == "zz-other"
+    assert "zz-user" not in b["spec"]["placement"]["clusterAffinity"]["exclude"]
+    assert {c["us1"], c["eu2"]} <= set(b["spec"]["placement"]["clusterAffinity"]["exclude"])
+    settled_rv = b["metadata"]["resourceVersion"]
+
+    # No fight: nothing writes the binding again once it is narrowed.
+    await asyncio.sleep(1.5)
+    assert (await binding(api, ns, "web-deployment"))["metadata"]["resourceVersion"] == settled_rv
+
+    # A cluster is downgraded: remediation re-narrows the binding (exactly once), no cluster is
+    # left, the binding says why and the template gets a Warning Event.
+    patched = metric("fedplace_remediation_patches_total", mode="enforce")
+    await kube_json(api, "PATCH", CLUSTERS.object_path(c["eu1"], None), content_type="application/merge-patch+json",
+                    body={"metadata": {"labels": {"pci-compliance-level": "1"}}})
+
+    async def all_excluded() -> dict[str, Any] | None:
+        obj = await binding(api, ns, "web-deployment")
+        return obj if c["eu1"] in obj["spec"]["placement"]["clusterAffinity"]["exclude"] else None
+
+    b = await eventually(all_excluded, what="the binding re-narrowed")
+    assert set(c.values()) <= set(excluded(b))
+    why = b["metadata"]["annotations"][WHY]
+    assert why.startswith("no cluster satisfies the placement policy (EU jurisdiction required: true, "
+                          "PCI compliance level >= 2)")
+    assert f"{c['eu1']} (region eu-west-1, pci-compliance-level 1)" in why
+    assert json.loads(b["metadata"]["annotations"][ADDED])["clusterAffinity"][-1] != "zz-other"
+
+    async def warned() -> bool:
+        events = await kube_json(api, "GET", f"/api/v1/namespaces/{ns}/events")
+        return any(e["involvedObject"].get("kind") == "Deployment" and e["involvedObject"]["name"] == "web"
+                   and e["reason"] == "PlacementUnsatisfiable" for e in events["items"])
+
+    await eventually(warned, what="a Warning Event on the template")
+    await asyncio.sleep(1.0)
+    assert metric("fedplace_remediation_patches_total", mode="enforce") - patched == 1
+
+    # Upgraded again: the policy's exclusion of it is taken back, the user's stays.
+    await kube_json(api, "PATCH", CLUSTERS.object_path(c["eu1"], None), content_type="application/merge-patch+json",
+                    body={"metadata": {"labels": {"pci-compliance-level": "3"}}})
+
+    async def freed() -> dict[str, Any] | None:
+        obj = await binding(api, ns, "web-deployment")
+        return obj if c["eu1"] not in obj["spec"]["placement"]["clusterAffinity"]["exclude"] else None
+
+    b = await eventually(freed, what="the exclusion taken back")
+    assert b["spec"]["placement"]["clusterAffinity"]["exclude"][0] == "zz-other"
+    await karmada["scheduler"].schedule_once()
+    assert [t["name"] for t in (await binding(api, ns, "web-deployment"))["spec"]["clusters"]] == [c["eu1"]]
+
+
+async def test_a_binding_ahead_of_its_template_is_closed_then_narrowed(karmada: dict[str, Any]) -> None:
+    """A binding the webhook sees before its template is replicated excludes every cluster;
+    once the template reaches OPA, remediation narrows it to what the policy forbids. A
+    change of the template's requirements re-narrows it too."""
+    api, ns, c = karmada["api"], karmada["ns"], karmada["clusters"]
+    early = {"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+             "metadata": {"name": "late-deployment"},
+             "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": ns, "name": "late"},
+                      "replicas": 1}}
+    b = await kube_json(api, "POST", RESOURCE_BINDINGS.collection_path(ns), body=early)
+    assert set(c.values()) <= set(b["spec"]["placement"]["clusterAffinity"]["exclude"])
+    assert "not replicated (yet)" in b["metadata"]["annotations"][WHY]
+
+    await kube_json(api, "POST", f"/apis/apps/v1/namespaces/{ns}/deployments", body=deployment("late", {PCI: "3"}))
+
+    async def narrowed_to(forbidden: set[str]) -> dict[str, Any] | None:
+        obj = await binding(api, ns, "late-deployment")
+        ours = set(obj["spec"]["placement"]["clusterAffinity"].get("exclude", [])) & set(c.values())
+        return obj if ours == forbidden else None
+
+    b = await eventually(lambda: narrowed_to({c["eu2"]}), what="the binding narrowed to the policy's exclusions")
+    assert "clusters excluded by the placement policy" in b["metadata"]["annotations"][WHY]
+
+    # The template now also needs the EU: us1 joins the exclusions.
+    await kube_json(api, "PATCH", f"/apis/apps/v1/namespaces/{ns}/deployments/late",
+                    content_type="application/merge-patch+json", body={"metadata": {"annotations": {EU: "true"}}})
+    await eventually(lambda: narrowed_to({c["eu2"], c["us1"]}), what="the binding re-narrowed after a template edit")
