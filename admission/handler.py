@@ -72,6 +72,10 @@ async def error_middleware(request: web.Request,
         return _error(500, "internal error in the admission webhook")
 
 
+# What aiohttp decodes (gzip, deflate) or need not (identity, none): one coding, no list.
+DECODED_ENCODINGS = frozenset({"", "identity", "gzip", "deflate"})
+
+
 class ClientGone(Exception):
     """The client closed the connection before its request was read."""
 
@@ -80,7 +84,13 @@ async def read_bounded(request: web.Request, limit: int, timeout: float | None =
     """The request body (decoded per ``Content-Encoding``), or :class:`BadReview`: 413 when it
     exceeds ``limit`` bytes (decoded), 408 when it takes longer than ``timeout`` seconds, 400
     when it does not decode (e.g. ``Content-Encoding: gzip`` on a body that is not gzip) or its
-    framing is broken; :class:`ClientGone` when the client went away."""
+    framing is broken; 400 too for a ``Content-Encoding`` other than the ones decoded
+    (:data:`DECODED_ENCODINGS`), which the HTTP layer would hand over undecoded;
+    :class:`ClientGone` when the client went away."""
+    encoding = request.headers.get("Content-Encoding", "").strip().lower()
+    if encoding not in DECODED_ENCODINGS:
+        raise BadReview(f"Content-Encoding {request.headers['Content-Encoding']!r:.60} is not supported "
+                        "(gzip, deflate or identity)", 400)
     if request.content_length is not None and request.content_length > limit:
         raise BadReview(f"request body of {request.content_length} bytes exceeds the limit of {limit} bytes", 413)
     content = request.content

@@ -97,6 +97,21 @@ class BoundedRequestHandler(web.RequestHandler):
         if self.transport is not None:
             self.transport.close()
 
+    def handle_error(self, request: Any, status: int = 500, exc: BaseException | None = None,
+                     message: str | None = None) -> web.StreamResponse:
+        """A request the HTTP layer refused (malformed head, a body it cannot decode — e.g.
+        ``Content-Encoding: br`` without a decoder): the webhook's JSON error, not aiohttp's
+        plain text. Anything else keeps aiohttp's answer."""
+        if status != 400 or not isinstance(exc, http_exceptions.HttpProcessingError):
+            return super().handle_error(request, status, exc, message)
+        self.log_exception("Error handling request from %s", request.remote, exc_info=exc)
+        if request.writer.output_size > 0:  # an answer has begun: nothing more can be said
+            raise ConnectionError("response is sent already, cannot send another with the error")
+        text = exc.message or type(exc).__name__
+        resp = web.json_response({"error": f"bad HTTP request: {text}", "code": 400}, status=400)
+        resp.force_close()
+        return resp
+
     def connection_lost(self, exc: BaseException | None) -> None:
         if self.head_timer is not None:
             self.head_timer.cancel()

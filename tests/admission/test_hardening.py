@@ -90,6 +90,28 @@ async def test_gzip_content_encoding_with_a_body_that_is_not_gzip_is_400(harness
     assert status == 200 and doc["response"]["allowed"] is True
 
 
+@pytest.mark.parametrize("encoding", ["compress", "x-gzip", "bogus", "identity, gzip", "gzip, identity", "br", "zstd"])
+async def test_a_content_encoding_not_decoded_is_a_json_400(harness: Harness, encoding: str,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    """Read as plain before (200); br and zstd got aiohttp's plain-text 400. Now the documented
+    JSON error, whichever layer refuses it."""
+    await policies_on(harness)
+    d = Delta()
+    status, doc = await harness.post(None, raw=json.dumps(review(replicaset())).encode(),
+                                     headers={"Content-Encoding": encoding})
+    assert status == 400 and isinstance(doc, dict) and doc["code"] == 400, doc
+    assert "Content-Encoding" in doc["error"] or "content-encoding" in doc["error"], doc
+    assert d("fedplace_admission_fail_closed_total", cause="request") == 0
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+async def test_identity_content_encoding_is_plain(harness: Harness) -> None:
+    await policies_on(harness)
+    status, doc = await harness.post(None, raw=json.dumps(review(replicaset())).encode(),
+                                     headers={"Content-Encoding": "Identity"})
+    assert status == 200 and doc["response"]["allowed"] is True
+
+
 @pytest.mark.parametrize("limit,pad", [(2048, 4096), (3 * 1024 * 1024, 3 * 1024 * 1024)], ids=["small", "3MiB"])
 async def test_a_gzip_body_larger_than_the_limit_once_decoded_is_413(harness: Harness, limit: int, pad: int) -> None:
     """The limit is on the decoded body. A few KiB decoded arrive whole with the head (read
