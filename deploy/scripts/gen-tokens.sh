@@ -8,7 +8,11 @@
 # Each token is 32 random bytes, hex-encoded (64 characters; OPA's authz policy
 # refuses tokens shorter than 32 characters).
 #
-# Rotating the OPA tokens (sync-token, admission-token) without a 401 window,
+# reader-token is for people and CI reading OPA (fedplace explain / what-if /
+# report; docs/operations.md, "Reaching OPA from a laptop or CI"): read and ask,
+# never write.
+#
+# Rotating the OPA tokens (sync-token, admission-token, reader-token) without a 401 window,
 # applying (`kubectl apply -k …`) after each step and waiting for the rollout:
 #   --stage    new tokens into <name>-alt: OPA accepts them, clients still
 #              send the current ones;
@@ -30,7 +34,7 @@ while [ $# -gt 0 ]; do
     --promote) mode=promote ;;
     --retire) mode=retire ;;
     --out) out="$2"; shift ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "gen-tokens.sh: unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
@@ -49,7 +53,7 @@ write() { printf '%s' "$2" > "$out/$1"; echo "wrote   $out/$1"; }
 
 umask 077
 mkdir -p "$out"
-for name in sync-token admission-token; do  # check everything before writing anything
+for name in sync-token admission-token reader-token; do  # check everything before writing anything
   alt="$out/$name-alt"
   if [ "$mode" = stage ] && [ -s "$alt" ]; then
     echo "gen-tokens.sh: $name-alt is not empty: a rotation is under way (--promote or --retire it first)" >&2
@@ -61,7 +65,7 @@ for name in sync-token admission-token; do  # check everything before writing an
   fi
 done
 
-for name in sync-token admission-token notifications-token; do
+for name in sync-token admission-token reader-token notifications-token; do
   if [ -s "$out/$name" ] && [ "$mode" != force ]; then
     echo "kept    $out/$name"
   else
@@ -69,7 +73,7 @@ for name in sync-token admission-token notifications-token; do
   fi
 done
 
-for name in sync-token admission-token; do
+for name in sync-token admission-token reader-token; do
   alt="$name-alt"
   [ -e "$out/$alt" ] || write "$alt" ""  # no rotation under way: matches nothing
   case "$mode" in

@@ -26,7 +26,8 @@ from tests.deploy.conftest import DEPLOY, SCRIPTS, container, expand_env, flag, 
 AUTHZ = DEPLOY / "base" / "opa" / "authz.rego"
 SYNC = "s" * 20 + "0123456789abcdef0123456789abcdef"
 ADMISSION = "a" * 20 + "0123456789abcdef0123456789abcdef"
-ENV = {"FEDPLACE_SYNC_TOKEN": SYNC, "FEDPLACE_ADMISSION_TOKEN": ADMISSION, "HOME": "/"}
+READER = "r" * 20 + "0123456789abcdef0123456789abcdef"
+ENV = {"FEDPLACE_SYNC_TOKEN": SYNC, "FEDPLACE_ADMISSION_TOKEN": ADMISSION, "FEDPLACE_READER_TOKEN": READER, "HOME": "/"}
 POLICY = ["v1", "policies", "kube-federation-scheduling-policy", "fedplace-federation", "placement.rego"]
 DECISION = ["v1", "data", "io", "k8s", "federation", "admission"]
 QUERY = 'x := data.system.authz.{rule} with input as input.request with opa.runtime as {{"env": input.env}}'
@@ -110,6 +111,24 @@ CASES = [
     ("sync", "POST", ["v1", "data", "system", "authz", "allow"], False),
     ("sync", "PUT", ["v1", "data"], False),
     ("sync", "GET", ["v1", "config"], False),
+    # The reader: read policies and data, ask decisions; never write, never the system package.
+    ("reader", "GET", ["v1", "policies"], True),
+    ("reader", "GET", POLICY, True),
+    ("reader", "PUT", POLICY, False),
+    ("reader", "DELETE", POLICY, False),
+    ("reader", "POST", DECISION, True),
+    ("reader", "POST", ["v1", "data", "io", "k8s", "federation", "explain", "packs"], True),
+    ("reader", "GET", ["v1", "data", "kubernetes", "replicasets"], True),
+    ("reader", "GET", ["v1", "data", "kubernetes_index"], True),
+    ("reader", "PUT", ["v1", "data", "kubernetes", "replicasets"], False),
+    ("reader", "PATCH", ["v1", "data", "kubernetes"], False),
+    ("reader", "DELETE", ["v1", "data", "kubernetes", "clusters", "c"], False),
+    ("reader", "GET", ["v1", "data"], False),  # the root holds data.system
+    ("reader", "GET", ["v1", "data", "system", "authz"], False),  # its env holds the tokens
+    ("reader", "POST", ["v1", "data", "system", "authz", "env"], False),
+    ("reader", "POST", ["v1", "query"], False),
+    ("reader", "GET", ["v1", "config"], False),
+    ("admission", "GET", ["v1", "policies"], False),
     ("wrong", "POST", DECISION, False),
     ("wrong", "GET", ["v1", "policies"], False),
 ]
@@ -118,13 +137,13 @@ CASES = [
 @pytest.mark.parametrize("who, method, path, expected", CASES,
                          ids=[f"{w}-{m}-{'/'.join(p)}" for w, m, p, _ in CASES])
 def test_authz_matrix(authz: Rule, who: str | None, method: str, path: list[str], expected: bool):
-    identity = {"sync": SYNC, "admission": ADMISSION, "wrong": "x" * 64, None: None}[who]
+    identity = {"sync": SYNC, "admission": ADMISSION, "reader": READER, "wrong": "x" * 64, None: None}[who]
     assert allowed(authz, method, path, identity) is expected
 
 
 @pytest.mark.parametrize("value", ["", "changeme", "REPLACE-ME", "short-token-1234567890"])
 def test_short_or_placeholder_tokens_never_match(authz: Rule, value: str):
-    env = {"FEDPLACE_SYNC_TOKEN": value, "FEDPLACE_ADMISSION_TOKEN": value}
+    env = {"FEDPLACE_SYNC_TOKEN": value, "FEDPLACE_ADMISSION_TOKEN": value, "FEDPLACE_READER_TOKEN": value}
     assert not allowed(authz, "POST", DECISION, value, env)
     assert not allowed(authz, "GET", ["v1", "policies"], value, env)
 
@@ -165,9 +184,9 @@ def test_authz_constants_match_the_components_flags(authz: Rule, rendered):
     adm = container(r.get("Deployment", "fedplace-admission", "opa"), "admission")
     decision = flag(adm, "--opa-decision-path", DEFAULT_DECISION_PATH)
     assert authz("admission_decision", {}, ENV) == decision.strip("/").split("/")
-    # OPA gets both tokens from the environment variables the policy reads.
+    # OPA gets every token from the environment variables the policy reads.
     opa_env = {e["name"] for e in container(w, "opa")["env"]}
-    assert {"FEDPLACE_SYNC_TOKEN", "FEDPLACE_ADMISSION_TOKEN"} <= opa_env
+    assert {"FEDPLACE_SYNC_TOKEN", "FEDPLACE_ADMISSION_TOKEN", "FEDPLACE_READER_TOKEN"} <= opa_env
 
 
 # -- token rotation ----------------------------------------------------------------
@@ -189,8 +208,9 @@ def _phase(out: Path) -> tuple[dict[str, str], dict[str, str]]:
     secret = {p.name: p.read_text() for p in out.iterdir()}
     env = {"FEDPLACE_SYNC_TOKEN": secret["sync-token"], "FEDPLACE_SYNC_TOKEN_ALT": secret["sync-token-alt"],
            "FEDPLACE_ADMISSION_TOKEN": secret["admission-token"],
-           "FEDPLACE_ADMISSION_TOKEN_ALT": secret["admission-token-alt"]}
-    return env, {"sync": secret["sync-token"], "admission": secret["admission-token"]}
+           "FEDPLACE_ADMISSION_TOKEN_ALT": secret["admission-token-alt"],
+           "FEDPLACE_READER_TOKEN": secret["reader-token"], "FEDPLACE_READER_TOKEN_ALT": secret["reader-token-alt"]}
+    return env, {"sync": secret["sync-token"], "admission": secret["admission-token"], "reader": secret["reader-token"]}
 
 
 def test_rotation_never_makes_two_pod_generations_refuse_each_other(authz: Rule, tmp_path: Path):
@@ -208,6 +228,7 @@ def test_rotation_never_makes_two_pod_generations_refuse_each_other(authz: Rule,
             for _, clients in (before, after):
                 assert allowed(authz, "GET", ["v1", "policies"], clients["sync"], opa_env)
                 assert allowed(authz, "POST", DECISION, clients["admission"], opa_env)
+                assert allowed(authz, "GET", ["v1", "data", "kubernetes"], clients["reader"], opa_env)
     first_env, first_clients = phases[0]
     last_env, last_clients = phases[-1]
     assert last_clients["sync"] != first_clients["sync"]

@@ -167,13 +167,13 @@ def test_gen_tokens(tmp_path: Path):
     out = tmp_path / "secrets"
     run(["bash", str(SCRIPTS / "gen-tokens.sh"), "--out", str(out)])
     files = {p.name: p.read_text() for p in out.iterdir()}
-    assert set(files) == {"sync-token", "admission-token", "notifications-token",
-                          "sync-token-alt", "admission-token-alt"}
-    assert files.pop("sync-token-alt") == files.pop("admission-token-alt") == ""  # no rotation under way
+    assert set(files) == {"sync-token", "admission-token", "reader-token", "notifications-token",
+                          "sync-token-alt", "admission-token-alt", "reader-token-alt"}
+    assert files.pop("sync-token-alt") == files.pop("admission-token-alt") == files.pop("reader-token-alt") == ""
     for name, value in files.items():
         assert re.fullmatch(r"[0-9a-f]{64}", value), f"{name}: 64 hex characters, no newline"
     assert all(stat.S_IMODE(p.stat().st_mode) & 0o077 == 0 for p in out.iterdir())
-    assert len(set(files.values())) == 3
+    assert len(set(files.values())) == 4
     run(["bash", str(SCRIPTS / "gen-tokens.sh"), "--out", str(out)])
     assert {p.name: p.read_text() for p in out.iterdir() if p.name in files} == files
     run(["bash", str(SCRIPTS / "gen-tokens.sh"), "--out", str(out), "--force"])

@@ -3,7 +3,8 @@
 # with input = {method, path, params, headers, identity: <bearer token>}).
 #
 # Where the tokens come from: OPA's environment, read with opa.runtime().env.
-# The Deployment fills FEDPLACE_SYNC_TOKEN and FEDPLACE_ADMISSION_TOKEN from the
+# The Deployment fills FEDPLACE_SYNC_TOKEN, FEDPLACE_ADMISSION_TOKEN and
+# FEDPLACE_READER_TOKEN (people and CI: read and ask, never write) from the
 # Secret opa-tokens (secretKeyRef), and the clients read the same Secret keys
 # as files. So this policy holds no secret, is committed as it is, and the
 # tokens exist in one place only. During a rotation the *_ALT variables
@@ -52,6 +53,8 @@ sync if input.identity in tokens("FEDPLACE_SYNC_TOKEN")
 
 admission if input.identity in tokens("FEDPLACE_ADMISSION_TOKEN")
 
+reader if input.identity in tokens("FEDPLACE_READER_TOKEN")
+
 # Probes and Prometheus have no token: anyone may ask whether OPA is up and
 # read its metrics (request counts and timings, nothing from the data). OPA
 # applies this policy to the diagnostic listener (:8282) too.
@@ -99,5 +102,26 @@ allow if {
 	input.method == "POST"
 	input.path[0] == "v1"
 	input.path[1] == "data"
+	input.path[2] != "system"
+}
+
+# The reader (fedplace explain / what-if / report from a laptop or CI): read the
+# policies and the data, ask any decision; never write. Never the system
+# package, whose documents include this policy's view of OPA's environment
+# (the tokens): not data.system, not the data root that holds it, not ad-hoc
+# queries (/v1/query), which could name it.
+allow if {
+	reader
+	input.method == "GET"
+	input.path[0] == "v1"
+	input.path[1] == "policies"
+}
+
+allow if {
+	reader
+	input.method in {"GET", "POST"}
+	input.path[0] == "v1"
+	input.path[1] == "data"
+	count(input.path) > 2
 	input.path[2] != "system"
 }
