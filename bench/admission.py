@@ -327,7 +327,7 @@ async def prepare(srv: Any, tmp: Path) -> str:
     opa, kube = srv.opa, srv.kube
     opa.owns(documents=("kubernetes",), policies=("bench-admission/",))
     async with opa.session() as s:
-        for name in ("lib.rego", "placement.rego"):
+        for name in ("lib.rego", "placement.rego", "admission.rego"):
             src = (ROOT / "policies/federation" / name).read_text()
             async with s.put(f"{opa.url}/v1/policies/bench-admission/federation/{name}", data=src) as r:
                 assert r.status == 200, await r.text()
@@ -343,7 +343,7 @@ async def prepare(srv: Any, tmp: Path) -> str:
     ns = await kube.namespace("policy")
     await kube_json(kube.api, "POST", f"/api/v1/namespaces/{ns}/configmaps", body={
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "placement"},
-        "data": {"placement.rego": (ROOT / "policies/federation/placement.rego").read_text()}})
+        "data": {name: (ROOT / "policies/federation" / name).read_text() for name in ("placement.rego", "admission.rego")}})
     return ns
 
 

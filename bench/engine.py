@@ -89,7 +89,7 @@ async def timed(session: aiohttp.ClientSession, method: str, url: str, **kw: Any
 
 async def load(s: aiohttp.ClientSession, url: str, n: int) -> float:
     """The policy and ``n`` objects; returns the ms until the first query after them answered."""
-    for name in ("lib.rego", "selector.rego", "placement.rego"):
+    for name in ("lib.rego", "selector.rego", "placement.rego", "admission.rego"):
         src = (ROOT / "policies/federation" / name).read_text()
         async with s.put(f"{url}/v1/policies/bench/{name}", data=src) as r:
             assert r.status == 200, await r.text()

@@ -49,7 +49,7 @@ CONSTANT = "/v1/data/io/k8s/federation/limitrange/quantity/max_units"  # a const
 # in an order OPA accepts one PUT at a time (quantity's functions before their callers)
 PACK = ["lib/generated/replicated_root.rego", "lib/podspec.rego", "limitrange/quantity.rego",
         "limitrange/ranger.rego", "limitrange/admission.rego"]
-PLACEMENT = ["federation/lib.rego", "federation/placement.rego"]
+PLACEMENT = ["federation/lib.rego", "federation/placement.rego", "federation/admission.rego"]
 PREFIX = "bench-limitrange/"
 NS = "shop"
 

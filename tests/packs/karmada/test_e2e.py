@@ -178,8 +178,14 @@ async def test_templates_bindings_and_policies_on_karmada(karmada: dict[str, Any
     assert {c["us1"], c["eu2"]} <= set(b["spec"]["placement"]["clusterAffinity"]["exclude"])
     settled_rv = b["metadata"]["resourceVersion"]
 
-    # No fight: nothing writes the binding again once it is narrowed.
+    # No fight: nothing writes the binding again once it is narrowed. Karmada's detector
+    # rewrites the placement from the policy whenever it reconciles the template (its
+    # placement differs from the narrowed one, so it sends an update): the webhook narrows
+    # that back to what is stored, and the API server stores nothing (no new version).
     await asyncio.sleep(1.5)
+    assert (await binding(api, ns, "web-deployment"))["metadata"]["resourceVersion"] == settled_rv
+    report = await karmada["detector"].reconcile_once()
+    assert report.updated == [f"{ns}/web-deployment"], report
     assert (await binding(api, ns, "web-deployment"))["metadata"]["resourceVersion"] == settled_rv
 
     # A cluster is downgraded: remediation re-narrows the binding (exactly once), no cluster is

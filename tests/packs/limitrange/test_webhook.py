@@ -134,7 +134,8 @@ PREFS = "federation.kubernetes.io/replica-set-preferences"
 
 async def _compose(webhook: Stack, pack_loaded_first: bool) -> None:
     federation = {n: (harness.ROOT / "policies" / n).read_text() for n in ("federation/lib.rego",
-                                                                          "federation/placement.rego")}
+                                                                          "federation/placement.rego",
+                                                                          "federation/admission.rego")}
     others = {**federation, "other/scheduling.rego": SCHEDULING_STAND_IN}
     if pack_loaded_first:
         await load_modules(webhook.opa_client, others)
