@@ -46,6 +46,7 @@ from fedplace.common.events import EventRecorder, InvolvedObject
 from fedplace.common.kube_client import KubeApiError, Resource, kube_json
 from fedplace.common.opa_client import OpaClient, OpaError
 from fedplace.remediator.config import RemediatorSettings
+from fedplace.remediator.bindings import dependent_bindings
 from fedplace.remediator.coverage import outstanding
 from fedplace.remediator.leader import LeaderElector, default_identity
 from fedplace.remediator.pipeline import PassResult, PatchPipeline
@@ -181,11 +182,13 @@ class Remediator:
         whole collection. A change to other data may change any decision: full pass.
         A change to remediated objects re-evaluates those objects only (a targeted
         pass), except the echoes of our own patches, which change nothing we have not
-        planned for. Never blocks."""
+        planned for, plus the remediated Karmada bindings of those objects (their
+        templates; :mod:`fedplace.remediator.bindings`). Never blocks."""
         if resource not in self.resources or objects is None:
             self.trigger(f"data:{resource}")
             return
-        keys = set()
+        # Karmada bindings are decided from their templates: a changed template's binding too.
+        keys = dependent_bindings(objects, self.resources, self.objects.get)
         for obj in objects:
             key = _key(resource, obj)
             held = self._inflight.get(key)

@@ -82,6 +82,9 @@ async def karmada(opa: Any, kube: Any, kube_api: client.ApiClient, kube_namespac
                             "--replicate-ignore-namespaces", policy_ns,
                             "--remediate", "enforce", "--remediate-debounce", "0.05",
                             "--remediate-max-fraction", "1", "--leader-election", "false",
+                            # Templates remediated too, as deploy/ does: a template change is then a
+                            # targeted pass (the template and its binding), not a full one.
+                            "--remediate-resource", "apps/v1/deployments",
                             "--remediate-resource", "work.karmada.io/v1alpha2/resourcebindings"],
                 webhook_rules=[rule("apps", "v1", ["deployments"]),
                                rule("work.karmada.io", "v1alpha2", ["resourcebindings"]),
