@@ -12,7 +12,9 @@
 #   - Group system:serviceaccounts, system:serviceaccounts:<namespace>,
 #     system:authenticated
 # A rule without resourceNames grants every policy ("*"); otherwise the names
-# it lists. A RoleBinding may reference a Role of its own namespace or a
+# it lists (a listed "*" is a name like any other, and names none). A
+# ServiceAccount subject without a namespace, in a RoleBinding, is that
+# binding's namespace's. A RoleBinding may reference a Role of its own namespace or a
 # ClusterRole; a ClusterRoleBinding only a ClusterRole.
 package io.k8s.federation.schedulingpolicy.rbac
 
@@ -70,6 +72,18 @@ subject_is(s) if {
 	s.name == username
 }
 
+# In a RoleBinding (of the pod's namespace) a ServiceAccount subject without a
+# namespace stands for that account in the binding's own namespace, as the RBAC
+# authorizer reads it (a ClusterRoleBinding's must name one: the API server
+# refuses it otherwise).
+namespace_subject_is(s) if subject_is(s)
+
+namespace_subject_is(s) if {
+	s.kind == "ServiceAccount"
+	s.name == service_account
+	object.get(s, "namespace", "") == ""
+}
+
 subject_is(s) if {
 	s.kind == "Group"
 	s.name in groups
@@ -97,7 +111,7 @@ namespace_bindings contains binding if {
 	some name in namespace_binding_names
 	binding := bindings[name]
 	some s in binding.subjects
-	subject_is(s)
+	namespace_subject_is(s)
 }
 
 # The names of the bindings naming one of the subject names.
@@ -160,7 +174,10 @@ listed(list, want) if want in list
 
 listed(list, _) if "*" in list
 
-resource_names(rule) := {n | some n in rule.resourceNames; is_string(n)} if {
+# Listed names are matched exactly, as the RBAC authorizer does: a "*" among
+# them names no SchedulingPolicy (no object can be called that), so it grants
+# nothing; only a rule without resourceNames grants every policy.
+resource_names(rule) := {n | some n in rule.resourceNames; is_string(n); n != "*"} if {
 	is_array(rule.resourceNames)
 	count(rule.resourceNames) > 0
 } else := {"*"}

@@ -189,3 +189,19 @@ test_missing_rbac_collections if {
 	m2 := rbac.missing with data.kubernetes as world([], [])
 	m2 == set()
 }
+
+# resourceNames are matched exactly, as the RBAC authorizer does: "*" names no policy.
+test_a_star_in_resource_names_is_a_name_not_a_wildcard if {
+	granted_by_rule(use_rule(["*"])) == set()
+	granted_by_rule(use_rule(["gold", "*"])) == {"gold"}
+}
+
+# In a RoleBinding a ServiceAccount subject without a namespace is the binding's
+# namespace's account (the authorizer's reading); in a ClusterRoleBinding it is nobody.
+test_a_rolebinding_serviceaccount_subject_without_namespace if {
+	bare := {"kind": "ServiceAccount", "name": "web"}
+	granted([], [binding("rb", "team-a", "ClusterRole", "sp:gold", [bare])], web) == {"gold"}
+	granted([], [binding("rb", "team-a", "ClusterRole", "sp:gold", [{"kind": "ServiceAccount", "name": "web", "namespace": ""}])], web) == {"gold"}
+	granted([], [binding("rb", "team-a", "ClusterRole", "sp:gold", [{"kind": "ServiceAccount", "name": "api"}])], web) == set()
+	granted([binding("crb", "", "ClusterRole", "sp:gold", [bare])], [], web) == set()
+}
