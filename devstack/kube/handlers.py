@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from . import admission, objects, patching
+from . import admission, crdschema, objects, patching
 from .resources import BUILTIN, Registry, ResourceType, crd_types
 from .selectors import SelectorError, parse_field_selector, parse_label_selector
 from .status import ApiError, already_exists, bad_request, conflict, forbidden, not_found
@@ -193,9 +193,30 @@ class Api:
         if new is not None:
             for rt in crd_types(new.obj):
                 self.registry.add(rt)
+            if old is not None and old.obj["spec"]["versions"] != new.obj["spec"]["versions"]:
+                self._redecode(new.obj)
         elif old is not None:
             spec = old.obj["spec"]
             self.store.drop_collection(spec["group"], spec["names"]["plural"])
+
+    def _redecode(self, crd: dict[str, Any]) -> None:
+        """kube-apiserver decodes what it reads from etcd against the CRD's current schema (pruned,
+        defaulted): after a schema change, the stored objects read as the new schema makes them
+        (same resourceVersion, no watch event)."""
+        spec = crd["spec"]
+        coll = self.store.collections.get((spec["group"], spec["names"]["plural"]))
+        if coll is None:
+            return
+        storage = next((v["name"] for v in spec["versions"] if v.get("storage")), None)
+        for key, entry in list(coll.items.items()):
+            version = str(entry.obj.get("apiVersion", "")).rpartition("/")[2]
+            schema = crdschema.version_schema(crd, version) or crdschema.version_schema(crd, storage or "")
+            if schema is None:
+                continue
+            obj = copy.deepcopy(entry.obj)
+            crdschema.storage_form(obj, schema)
+            if obj != entry.obj:
+                coll.items[key] = Entry.of(obj)
 
     # ---- reads ---------------------------------------------------------
     async def get(self, request: web.Request, t: Target) -> web.Response:

@@ -21,7 +21,7 @@ import re
 import uuid
 from typing import Any
 
-from . import defaults, strategy
+from . import crdschema, defaults, strategy
 from .quantity import QuantityError
 from .quantity import parse as parse_quantity
 from .resources import ResourceType
@@ -107,18 +107,46 @@ def _random_suffix(n: int = 5) -> str:
 
 
 def decode_defaults(rt: ResourceType, obj: dict[str, Any]) -> None:
-    """Defaulting at decode (:mod:`.defaults`); a quantity that does not parse is a 400, as a body
-    the API server cannot decode."""
+    """Defaulting at decode (:mod:`.defaults`; a custom resource's schema defaults); a quantity that
+    does not parse is a 400, as a body the API server cannot decode."""
     try:
         defaults.apply(rt.group, rt.plural, obj, builtin=not rt.custom)
     except QuantityError as exc:
         raise bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: {exc}') from None
+    if rt.custom and rt.schema is not None:
+        crdschema.decode_numbers(obj)
+        crdschema.default(obj, rt.schema)
+
+
+def decode_custom(rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+    """A custom resource's request body as kube-apiserver decodes it against the version's schema
+    (:func:`.crdschema.decode`: unknown fields pruned, metadata as ObjectMeta, defaults); an embedded
+    resource whose apiVersion or kind is no string is a 400. Returns ``obj`` (changed in place)."""
+    if rt.custom and rt.schema is not None:
+        try:
+            crdschema.decode(obj, rt.schema)
+        except crdschema.CoerceError as exc:
+            raise bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: {exc}') from None
+    return obj
+
+
+def finalize_custom(rt: ResourceType, obj: dict[str, Any]) -> None:
+    """After the strategy: a custom resource validated against its schema (422 Invalid), then in
+    the form kube-apiserver stores and answers (what a webhook added and the schema does not know
+    is pruned, defaults applied, whole floats written as integers)."""
+    if not rt.custom or rt.schema is None:
+        return
+    causes = crdschema.validate(obj, rt.schema)
+    if causes:
+        raise invalid(rt.kind, rt.group, obj["metadata"].get("name", ""), causes)
+    crdschema.storage_form(obj, rt.schema)
 
 
 def prepare_create(rt: ResourceType, obj: dict[str, Any], namespace: str) -> dict[str, Any]:
     """The decoded, defaulted new object admission sees (no uid yet, ``creationTimestamp: null``)."""
     obj = copy.deepcopy(obj)
     obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
+    decode_custom(rt, obj)
     meta = obj["metadata"]
     _strip_system(meta)
     if rt.namespaced:
@@ -169,6 +197,7 @@ def finalize_create(rt: ResourceType, obj: dict[str, Any]) -> None:
         obj.pop("status", None)
     strategy.prepare_for_create(rt, obj)
     validate_admitted(rt, obj)
+    finalize_custom(rt, obj)
 
 
 def _spec_part(rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
@@ -184,8 +213,11 @@ def prepare_update(rt: ResourceType, old: dict[str, Any], new: dict[str, Any], s
     """
     new = copy.deepcopy(new)
     new["apiVersion"], new["kind"] = old.get("apiVersion", rt.api_version), rt.kind
+    decode_custom(rt, new)
     old_meta = old["metadata"]
     if subresource == "status":
+        if rt.custom:
+            decode_defaults(rt, new)
         merged = {k: copy.deepcopy(v) for k, v in old.items() if k != "status"}
         if "status" in new:
             merged["status"] = new["status"]
@@ -230,6 +262,7 @@ def finalize_update(rt: ResourceType, old: dict[str, Any], new: dict[str, Any], 
             meta["generation"] = generation + 1 if _spec_part(rt, new) != _spec_part(rt, old) else generation
         strategy.prepare_for_update(rt, old, new)
     validate_admitted(rt, new)
+    finalize_custom(rt, new)
 
 
 def unchanged(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -413,8 +446,9 @@ def validate_crd(obj: dict[str, Any]) -> None:
         for i, v in enumerate(versions):
             if not isinstance(v, dict) or not v.get("name"):
                 causes.append((f"spec.versions[{i}].name", "Required value"))
-            elif not (v.get("schema") or {}).get("openAPIV3Schema"):
+            elif (v.get("schema") or {}).get("openAPIV3Schema") is None:
                 causes.append((f"spec.versions[{i}].schema.openAPIV3Schema", "Required value: schemas are required"))
+        causes += crdschema.crd_causes(spec)  # structural schemas, pruned and valid defaults
     if causes:
         raise invalid("CustomResourceDefinition", "apiextensions.k8s.io", name, causes)
 

@@ -33,6 +33,8 @@ class ResourceType:
     extra_fields: tuple[str, ...] = ()   # field selectors beyond metadata.name/namespace
     name_rule: str = "subdomain"         # "subdomain" | "label" | "none"
     watch_cache: bool = True             # False: kube-apiserver watches etcd directly (events)
+    # a custom resource version's openAPIV3Schema (:mod:`.crdschema`); not part of the type's identity
+    schema: Any = field(default=None, compare=False, hash=False, repr=False)
 
     @property
     def api_version(self) -> str:
@@ -235,6 +237,7 @@ def crd_types(crd: dict[str, Any]) -> list[ResourceType]:
             status_subresource="status" in ((v.get("subresources") or {})),
             has_generation=True, custom=True, name_rule="subdomain",
             extra_fields=tuple(f.get("jsonPath", "").lstrip(".") for f in v.get("selectableFields") or ()),
+            schema=(v.get("schema") or {}).get("openAPIV3Schema"),
         ))
     return out
 

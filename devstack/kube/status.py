@@ -92,23 +92,26 @@ def bad_request(message: str) -> ApiError:
 
 _CAUSE_REASONS = (("Required value", "FieldValueRequired"), ("Too long", "FieldValueTooLong"),
                   ("Forbidden", "FieldValueForbidden"), ("Unsupported value", "FieldValueNotSupported"),
-                  ("Duplicate value", "FieldValueDuplicate"))
+                  ("Duplicate value", "FieldValueDuplicate"), ("Too many", "FieldValueTooMany"))
 
 
 def _cause_reason(message: str) -> str:
     return next((reason for prefix, reason in _CAUSE_REASONS if message.startswith(prefix)), "FieldValueInvalid")
 
 
-def invalid(kind: str, group: str, name: str, causes: list[tuple[str, str]]) -> ApiError:
+def invalid(kind: str, group: str, name: str, causes: list[tuple[str, str]] | list[tuple[str, str, str]]) -> ApiError:
     """422 Invalid; ``causes`` are (field, message) pairs, as field.ErrorList renders them
-    (the field ``[]`` is the whole object). The message names the kind qualified by its group."""
-    msgs = [f"{field}: {msg}" for field, msg in causes]
+    (the field ``[]`` is the whole object), or (field, message, reason) where the message does not
+    tell the reason (FieldValueTypeInvalid reads "Invalid value"). The message names the kind
+    qualified by its group."""
+    msgs = [f"{c[0]}: {c[1]}" for c in causes]
     text = msgs[0] if len(msgs) == 1 else "[" + ", ".join(msgs) + "]"
     details: dict[str, Any] = {"name": name}
     if group:
         details["group"] = group
     details["kind"] = kind
-    details["causes"] = [{"reason": _cause_reason(msg), "message": msg, "field": field} for field, msg in causes]
+    details["causes"] = [{"reason": c[2] if len(c) > 2 else _cause_reason(c[1]), "message": c[1], "field": c[0]}
+                         for c in causes]
     qualified_kind = f"{kind}.{group}" if group else kind
     return ApiError(422, f'{qualified_kind} "{name}" is invalid: {text}', "Invalid", details)
 

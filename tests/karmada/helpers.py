@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, TypeVar
 
-import pytest
 from kubernetes_asyncio import client
 
 from fedplace.common.kube_client import KubeApiError, Resource, kube_json
@@ -17,14 +15,6 @@ from devstack.karmada import RESOURCE_BINDINGS
 T = TypeVar("T")
 
 DEPLOYMENTS_PATH = "/apis/apps/v1/namespaces/{ns}/deployments"
-
-# The devstack API server validates a CRD itself (devstack/kube/objects.py: validate_crd) but never a
-# custom resource against the CRD's schema, nor does it prune unknown fields: what only a schema
-# refuses is tested on a real kube-apiserver alone.
-schema_validated = pytest.mark.skipif(
-    not os.environ.get("FEDPLACE_TEST_KUBECONFIG"),
-    reason="the devstack API server does not validate custom resources against their CRD's schema")
-
 
 def deployment(name: str, replicas: int | None = 2, labels: dict[str, str] | None = None) -> dict[str, Any]:
     meta_labels = {"app": name, **(labels or {})}
