@@ -20,7 +20,14 @@ server; then shows
 7. the SchedulingPolicy pack (devstack/demo_schedulingpolicy.py): switched on
    with its deploy component, a Deployment denied naming the component, the
    value and the policies considered, then a RoleBinding granting the team its
-   policy and a pod template defaulted.
+   policy and a pod template defaulted;
+8. Karmada (devstack/demo_karmada.py), on a second control plane of its own
+   (karmada-apiserver, its policy engine, opa-kube-sync and webhook) with the
+   detector and scheduler stand-ins: a ResourceBinding narrowed and scheduled
+   on the allowed clusters only, re-narrowed and moved when a cluster is
+   downgraded, an unsatisfiable template and a PropagationPolicy naming only
+   forbidden clusters denied, and the binding narrowed again after the
+   detector rewrote it from an edited PropagationPolicy.
 
 It prints a placement table before and after, and exits 0 only if every step
 behaved as expected. Logs of every process are kept in ``.devstack/demo/``.
@@ -42,6 +49,7 @@ from typing import Any, Awaitable, Callable
 from kubernetes_asyncio import client, config
 
 from fedplace.common.kube_client import KubeApiError, kube_json
+from devstack.demo_karmada import karmada_steps
 from devstack.demo_limitrange import limitrange_steps
 from devstack.demo_schedulingpolicy import CRDS as SCHEDULINGPOLICY_CRDS, SYNC_FLAGS as SCHEDULINGPOLICY_SYNC_FLAGS
 from devstack.demo_schedulingpolicy import schedulingpolicy_steps
@@ -146,6 +154,7 @@ async def print_table(api: client.ApiClient, title: str) -> dict[str, str]:
 def policy_configmap() -> dict[str, Any]:
     files = {
         "placement.rego": ROOT / "policies/federation/placement.rego",
+        "placement-admission.rego": ROOT / "policies/federation/admission.rego",  # hands placement.rego's decision on
         "placement-lib.rego": ROOT / "policies/federation/lib.rego",
         "placement-selector.rego": ROOT / "policies/federation/selector.rego",  # after the lib: it calls it
         "placement_explain.rego": ROOT / "policies/federation/placement_explain.rego",  # what fedplace explain shows
@@ -330,6 +339,7 @@ async def demo_steps(api: client.ApiClient, work: Path, logs: Path, engine: Serv
     await selector_steps(api, engine, 8)
     await limitrange_steps(api, engine, 9, say=say, step=step, check=check, eventually=eventually)
     await schedulingpolicy_steps(api, 12, say=say, step=step, check=check, eventually=eventually)
+    await karmada_steps(work, logs, started, 15, say=say, step=step, check=check, eventually=eventually)
     say("\nAll steps behaved as expected.")
 
 
