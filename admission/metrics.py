@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
-__all__ = ["BAD_HTTP", "DECISION_SECONDS", "FAIL_CLOSED", "FAIL_OPEN", "OPA_ATTEMPTS", "OPA_RESULTS", "OPA_SECONDS",
-           "OPA_SECONDS_BY_RESULT", "OPA_RETRIES", "OUTCOMES", "REQUESTS", "REQUESTS_BY_OUTCOME"]
+__all__ = ["BAD_HTTP", "CERT_EXPIRY", "DECISION_SECONDS", "FAIL_CLOSED", "FAIL_OPEN", "OPA_ATTEMPTS", "OPA_RESULTS",
+           "OPA_SECONDS", "OPA_SECONDS_BY_RESULT", "OPA_RETRIES", "OUTCOMES", "REQUESTS", "REQUESTS_BY_OUTCOME"]
 
 OUTCOMES = ("allowed", "patched", "denied", "fail_open", "fail_closed", "error", "aborted")
 OPA_RESULTS = ("ok", "undefined", "unavailable", "malformed", "request")
@@ -51,3 +51,12 @@ FAIL_CLOSED = Counter(
 )
 for _c in ("unavailable", "malformed", "request", "undefined", "invalid_decision"):
     FAIL_CLOSED.labels(_c)
+
+# The notAfter of the serving certificate in use (admission/tls.py; 0 when serving plain HTTP).
+# With --workers, the processes share a multiprocess directory: the highest of their values (they
+# all serve the same files; max keeps a worker that has not built its context yet from showing 0).
+CERT_EXPIRY = Gauge(
+    "fedplace_admission_certificate_expiry_timestamp_seconds",
+    "Expiry (notAfter, Unix seconds) of the serving certificate in use; 0 without TLS.",
+    multiprocess_mode="max",
+)

@@ -14,18 +14,26 @@ per ``min_check_interval``) and periodically (:meth:`run`).
 With ``client_ca_file`` the server requires a client certificate signed by
 that CA (the API server's), and verifies it. A rotated CA replaces the old
 one: certificates signed only by the old CA are refused from then on.
+
+The expiry (``notAfter``) of the certificate being served is the gauge
+``fedplace_admission_certificate_expiry_timestamp_seconds``, set whenever a
+context is built (:func:`certificate_not_after` reads it from the PEM file).
 """
 
 from __future__ import annotations
 
 import asyncio
+import calendar
 import logging
 import os
+import re
 import ssl
 import tempfile
 import time
 
-__all__ = ["ReloadingTLS"]
+from fedplace.admission import metrics
+
+__all__ = ["ReloadingTLS", "certificate_not_after"]
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +51,62 @@ def _stamp(*paths: str | None) -> tuple[tuple[float, int], ...]:
     return tuple(out)
 
 
+_PEM_CERT = re.compile(rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.S)
+
+
+def _der_item(der: bytes, pos: int) -> tuple[int, int, int]:
+    """(tag, start of content, end of content) of the DER item at ``pos``."""
+    tag = der[pos]
+    length = der[pos + 1]
+    pos += 2
+    if length & 0x80:
+        count = length & 0x7F
+        length = int.from_bytes(der[pos:pos + count], "big")
+        pos += count
+    if pos + length > len(der):
+        raise ValueError("truncated DER")
+    return tag, pos, pos + length
+
+
+def _der_children(der: bytes, start: int, end: int) -> list[tuple[int, int, int]]:
+    out = []
+    while start < end:
+        item = _der_item(der, start)
+        out.append(item)
+        start = item[2]
+    return out
+
+
+def _asn1_time(tag: int, text: str) -> float:
+    """UTCTime (tag 0x17, YYMMDDHHMMSSZ) or GeneralizedTime (0x18, YYYYMMDDHHMMSSZ) as Unix seconds."""
+    if tag == 0x17:
+        year = int(text[:2])
+        text = f"{1900 + year if year >= 50 else 2000 + year}{text[2:]}"  # RFC 5280, 4.1.2.5.1
+    elif tag != 0x18:
+        raise ValueError(f"not an ASN.1 time (tag {tag:#x})")
+    return float(calendar.timegm(time.strptime(text.rstrip("Z")[:14], "%Y%m%d%H%M%S")))
+
+
+def certificate_not_after(pem: bytes) -> float:
+    """The ``notAfter`` (Unix seconds) of the first certificate of a PEM chain (the one a server
+    presents). Raises ValueError when there is none or it cannot be read."""
+    match = _PEM_CERT.search(pem)
+    if match is None:
+        raise ValueError("no PEM certificate")
+    der = ssl.PEM_cert_to_DER_cert(match.group(0).decode("ascii"))
+    try:
+        _, start, end = _der_item(der, 0)  # Certificate
+        _, start, end = _der_children(der, start, end)[0]  # tbsCertificate
+        fields = _der_children(der, start, end)
+        if fields[0][0] == 0xA0:  # [0] version
+            fields = fields[1:]
+        _, start, end = fields[3]  # serialNumber, signature, issuer, validity
+        tag, t_start, t_end = _der_children(der, start, end)[1]  # notBefore, notAfter
+        return _asn1_time(tag, der[t_start:t_end].decode("ascii"))
+    except (IndexError, UnicodeDecodeError) as exc:
+        raise ValueError(f"unreadable certificate: {exc}") from exc
+
+
 class ReloadingTLS:
     """A server-side SSLContext whose certificate chain and client CA follow their files."""
 
@@ -54,6 +118,7 @@ class ReloadingTLS:
         self.reload_interval = reload_interval
         self.min_check_interval = min(min_check_interval, reload_interval)
         self.reloads = 0
+        self.not_after: float | None = None  # the served certificate's expiry (Unix seconds)
         self._stamp = _stamp(cert_file, key_file, client_ca_file)
         self.context = self._build()  # errors here are fatal at startup
         self.current = self.context
@@ -97,6 +162,12 @@ class ReloadingTLS:
             cert = fh.read()
         with open(self.key_file, "rb") as fh:
             key = fh.read()
+        try:
+            not_after: float | None = certificate_not_after(cert)
+        except ValueError as exc:
+            not_after = None  # load_cert_chain below says what is wrong with the file
+            log.warning("cannot read the certificate's expiry", extra={"cert_file": self.cert_file,
+                                                                        "error": str(exc)})
         with tempfile.TemporaryDirectory(prefix="fedplace-tls-") as tmp:
             cert_path, key_path = os.path.join(tmp, "tls.crt"), os.path.join(tmp, "tls.key")
             fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -109,6 +180,9 @@ class ReloadingTLS:
             with open(self.client_ca_file, encoding="ascii", errors="replace") as fh:
                 ctx.load_verify_locations(cadata=fh.read())
             ctx.verify_mode = ssl.CERT_REQUIRED
+        if not_after is not None:  # only once the whole context built: this is what is served now
+            self.not_after = not_after
+            metrics.CERT_EXPIRY.set(not_after)
         return ctx
 
     async def run(self) -> None:

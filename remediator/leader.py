@@ -4,7 +4,9 @@ Only the holder of the Lease remediates, so several replicas never patch the
 same object twice. The holder renews every ``lease_duration / 3``; another
 replica takes over once ``renewTime + leaseDurationSeconds`` has passed.
 Takeover and renewal are updates guarded by ``resourceVersion``: a 409 means
-another replica won, and this one stays (or becomes) a follower.
+another replica won, and this one stays (or becomes) a follower. The gauge
+``fedplace_remediation_leader{lease="<namespace>/<name>"}`` is 1 while this
+replica holds the Lease.
 """
 
 from __future__ import annotations
@@ -17,12 +19,17 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from kubernetes_asyncio import client
+from prometheus_client import Gauge
 
 from fedplace.common.kube_client import KubeApiError, kube_json
 
-__all__ = ["LeaderElector", "default_identity"]
+__all__ = ["LEADER", "LeaderElector", "default_identity"]
 
 log = logging.getLogger(__name__)
+
+LEADER = Gauge("fedplace_remediation_leader",
+               "1 while this replica leads (holds the remediator's Lease, namespace/name; lease is empty without "
+               "leader election, and the replica then always leads), else 0", ["lease"])
 
 
 def default_identity() -> str:
@@ -60,6 +67,8 @@ class LeaderElector:
         self.lease_duration = lease_duration
         self.is_leader = False
         self.changed = asyncio.Event()
+        self.gauge = LEADER.labels(f"{namespace}/{name}")
+        self.gauge.set(0)
 
     @property
     def _path(self) -> str:
@@ -114,6 +123,7 @@ class LeaderElector:
             log.info("leadership changed", extra={"leader": leader, "lease": f"{self.namespace}/{self.name}",
                                                    "identity": self.identity})
             self.is_leader = leader
+            self.gauge.set(1 if leader else 0)
             self.changed.set()
         return leader
 

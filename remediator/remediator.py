@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Protocol
 
 from kubernetes_asyncio import client
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from fedplace.common.annotations import annotation_merge_patch
@@ -48,7 +48,7 @@ from fedplace.common.opa_client import OpaClient, OpaError
 from fedplace.remediator.config import RemediatorSettings
 from fedplace.remediator.bindings import dependent_bindings
 from fedplace.remediator.coverage import outstanding
-from fedplace.remediator.leader import LeaderElector, default_identity
+from fedplace.remediator.leader import LEADER, LeaderElector, default_identity
 from fedplace.remediator.pipeline import PassResult, PatchPipeline
 from fedplace.remediator.plan import Notification, PatchAction, Plan, chunks, parse_notifications, plan_pass
 
@@ -64,6 +64,18 @@ SKIPPED = Counter("fedplace_remediation_skipped_total", "Objects skipped, by rea
 CONFLICTS = Counter("fedplace_remediation_conflicts_total", "Patches retried after a 409 Conflict")
 GUARD_TRIPS = Counter("fedplace_remediation_guard_trips_total", "Passes aborted by the max-fraction guard")
 PASS_SECONDS = Histogram("fedplace_remediation_pass_seconds", "Duration of a remediation pass")
+UNSATISFIABLE = Gauge("fedplace_remediation_unsatisfiable_objects",
+                      "Objects whose placement policy no cluster satisfies, as the last pass found them (0 on a "
+                      "replica that does not lead)", ["resource"])
+# Every label value the code uses exists from the start (at 0), so rate() has data before the
+# first occurrence.
+for _outcome in ("ok", "guard", "error", "opa_error"):
+    for _scope in ("full", "targeted"):
+        PASSES.labels(_outcome, _scope)
+for _mode in ("enforce", "dry-run"):
+    PATCHES.labels(_mode)
+for _reason in ("missing", "deleted", "failed"):
+    SKIPPED.labels(_reason)
 
 RETRYABLE = frozenset({409, 429, 500, 502, 503, 504})
 MEMO_SECONDS = 30.0
@@ -149,12 +161,15 @@ class Remediator:
         if settings.leader_election:
             self.leader = LeaderElector(api, settings.lease_namespace, settings.lease_name,
                                         settings.identity or default_identity(), settings.lease_duration)
+        else:
+            LEADER.labels("").set(1)  # the only replica: it always leads
         self.last_result: PassResult | None = None
         self.passes = 0
         # For the placement page (insight/page.py): the last remediations (newest first) and the
         # objects whose decision the passes found unsatisfiable, with wall-clock times.
         self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY)
         self.unsatisfiable: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self._publish_unsatisfiable()
         self.last_pass_time: float | None = None
         # Our own PATCHes, until the watch echoes them back (see _live and is_echo).
         self._patched: dict[tuple[str, str, str], _OwnPatch] = {}
@@ -218,6 +233,19 @@ class Remediator:
 
     def is_leader(self) -> bool:
         return self.leader is None or self.leader.is_leader
+
+    def _publish_unsatisfiable(self) -> None:
+        """``fedplace_remediation_unsatisfiable_objects`` per remediated resource, read at scrape
+        time: 0 on a replica that does not lead (what it found while it led is no longer kept
+        up to date)."""
+        for plural, res in self.resources.items():  # labelled as the sync's metrics: apps/v1/replicasets
+            UNSATISFIABLE.labels(str(res)).set_function(lambda r=plural: self.unsatisfiable_count(r))
+
+    def unsatisfiable_count(self, resource: str) -> int:
+        """Objects of ``resource`` (a plural) found unsatisfiable; 0 when not leading."""
+        if not self.is_leader():
+            return 0
+        return sum(1 for key in self.unsatisfiable if key[0] == resource)
 
     async def run(self) -> None:
         """Wait for triggers or the interval and run passes, until cancelled."""

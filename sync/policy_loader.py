@@ -19,7 +19,8 @@ informer handler for one namespace (:class:`PolicyHandler`):
 * the outcome is written back as the annotation ``fedplace.io/policy-status``
   (:class:`fedplace.sync.policy_status.StatusWriter`), whenever it changes and
   until the API server took it (:meth:`PolicyHandler.run_retries` schedules
-  what did not go through);
+  what did not go through), and kept in the gauge ``fedplace_sync_policy_modules``
+  (modules ok / failing now, per ConfigMap; its series go with the ConfigMap);
 * after loading, rules that several modules define (:mod:`fedplace.sync.rego_scan`'s
   outline) are evaluated once without input: an ``eval_conflict_error`` puts
   an error naming the other ConfigMaps on every ConfigMap involved; when OPA
@@ -44,7 +45,7 @@ from prometheus_client import Counter
 from fedplace.common.events import EventRecorder
 from fedplace.common.opa_client import OpaClient, OpaCompileError, OpaRequestError, OpaUnavailable, data_path
 from fedplace.sync.policy_check import Limits, ModuleCheck, data_hash, module_error, module_ids, normalize_errors
-from fedplace.sync.policy_status import ConfigMapState, StatusWriter
+from fedplace.sync.policy_status import ConfigMapState, StatusWriter, forget_modules
 from fedplace.sync.rego_scan import RuleHead
 from fedplace.sync.signal import ChangeSignal
 
@@ -52,7 +53,10 @@ __all__ = ["PolicyHandler"]
 
 log = logging.getLogger(__name__)
 
-LOAD_ERRORS = Counter("fedplace_sync_policy_load_errors_total", "Policy modules OPA refused to load")
+# Every failed attempt, retries included (a module that keeps failing adds one per retry): for the
+# rate of failures. Whether anything is failing now is fedplace_sync_policy_modules{status="error"}.
+LOAD_ERRORS = Counter("fedplace_sync_policy_load_errors_total",
+                      "Failed policy module load attempts, retries included (refused by OPA or by the sync)")
 LOADS = Counter("fedplace_sync_policy_loads_total", "Policy modules loaded into OPA")
 REFUSED = Counter("fedplace_sync_policy_refused_total",
                   "Policy modules the sync refused before OPA saw them", ["reason"])
@@ -254,6 +258,7 @@ class PolicyHandler:
         state = self.configmaps.pop(name, None)
         if state is None:
             return
+        forget_modules(self.namespace, name)
         self._orphans |= set(state.modules)
         await self._delete_orphans()
 

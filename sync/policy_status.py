@@ -3,7 +3,10 @@
 ``{"status":"ok"}`` or ``{"status":"error","errors":[…]}`` (canonical JSON,
 bounded by :func:`status_value`), written by :class:`StatusWriter` whenever it
 changes and until the API server took it, with a Warning Event carrying the
-full first error.
+full first error. The same state is a gauge: ``fedplace_sync_policy_modules``
+counts each ConfigMap's modules loaded (``status="ok"``) and failing now
+(``status="error"``), set on every status write and removed with the ConfigMap
+(:func:`publish_modules`, :func:`forget_modules`).
 """
 
 from __future__ import annotations
@@ -15,14 +18,15 @@ from typing import Any, Callable
 
 import aiohttp
 from kubernetes_asyncio import client
+from prometheus_client import Gauge
 
 from fedplace.common.annotations import canonical_value
 from fedplace.common.events import EventRecorder, involved_object
 from fedplace.common.kube_client import KubeApiError, kube_json
 from fedplace.sync.policy_check import module_error
 
-__all__ = ["MAX_STATUS_BYTES", "STATUS_ANNOTATION", "ConfigMapState", "StatusWriter", "first_error_text",
-           "status_value"]
+__all__ = ["MAX_STATUS_BYTES", "MODULES", "STATUS_ANNOTATION", "ConfigMapState", "StatusWriter",
+           "first_error_text", "forget_modules", "publish_modules", "status_value"]
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +36,13 @@ MAX_STATUS_BYTES = 32 * 1024
 MAX_STATUS_ERRORS = 20
 MAX_STATUS_MESSAGE = 300
 _STATUS_KEYS = ("code", "message", "location", "conflicts_with")
+
+# The label is policy_namespace, not namespace: Prometheus' Kubernetes discovery gives every
+# scraped series the pod's own namespace as "namespace", which would rename ours.
+MODULES = Gauge("fedplace_sync_policy_modules",
+                "Modules of a policy ConfigMap by load status now: ok (loaded in their current version) or error "
+                "(failing to load, refused, or in conflict: the fedplace.io/policy-status annotation lists them)",
+                ["policy_namespace", "configmap", "status"])
 
 
 def _short(text: Any, limit: int) -> str:
@@ -118,6 +129,24 @@ class ConfigMapState:
         return {mid: raw for mid, raw in self.modules.items() if mid not in self.errors and mid not in self.refused}
 
 
+def publish_modules(namespace: str, state: ConfigMapState) -> None:
+    """Set ``fedplace_sync_policy_modules`` of one ConfigMap from its state (what its status
+    annotation says: a module with an error counts once, whatever the number of its errors)."""
+    failing = state.all_errors(namespace)
+    name = state.name
+    MODULES.labels(namespace, name, "error").set(len(failing))
+    MODULES.labels(namespace, name, "ok").set(sum(1 for mid in state.modules if mid not in failing))
+
+
+def forget_modules(namespace: str, name: str) -> None:
+    """Remove the gauge's series of a ConfigMap that is gone."""
+    for status in ("ok", "error"):
+        try:
+            MODULES.remove(namespace, name, status)
+        except KeyError:
+            pass
+
+
 class StatusWriter:
     """Writes the status annotation of the policy ConfigMaps of one namespace."""
 
@@ -131,7 +160,9 @@ class StatusWriter:
     async def write(self, state: ConfigMapState) -> None:
         """Write the status annotation when it changed; one the API server refuses as invalid is
         replaced by the shortest form; one it did not take marks the state ``status_pending`` and
-        calls ``on_pending`` (the loader writes it again later)."""
+        calls ``on_pending`` (the loader writes it again later). The gauge follows the state
+        at once, whether or not the annotation changed or could be written."""
+        publish_modules(self.namespace, state)
         errors = state.all_errors(self.namespace)
         status = status_value(errors, state.warnings)
         meta = state.obj.get("metadata") or {}

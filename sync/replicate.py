@@ -63,6 +63,14 @@ WRITE_ERRORS = Counter("fedplace_sync_write_errors_total", "Object writes OPA re
 RELISTS = Counter("fedplace_sync_relists_total", "Informer (re)lists pushed to OPA as one collection", ["resource"])
 LAG = Histogram("fedplace_sync_replication_lag_seconds", "From receiving a watch event to its OPA write",
                 ["resource"], buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+# Read at scrape time (ReplicationHandler.last_sync): the time of the scrape while OPA holds
+# everything the informer has seen; once something waits to be written (a watch event, a failed
+# collection write, a stale subject index) it stays at the moment that began until all of it is
+# written. Before the initial list is in OPA: the handler's start.
+LAST_SYNC = Gauge("fedplace_sync_last_sync_timestamp_seconds",
+                  "Last time (Unix seconds) OPA held everything the informer had seen of this resource: the current "
+                  "time while nothing waits to be written", ["resource"])
+EVENT_TYPES = ("ADDED", "MODIFIED", "DELETED")
 
 
 def strip(obj: dict[str, Any]) -> dict[str, Any]:
@@ -180,10 +188,31 @@ class ReplicationHandler:
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
         self._label = str(resource)
+        self._behind_since: float | None = time.time()  # wall clock; None while OPA holds everything
+        # Every series of this resource exists from the start (at 0), so rate() and the dashboard
+        # have data before the first event; the last-sync gauge is read from this handler.
+        OBJECTS.labels(self._label)
+        for event_type in EVENT_TYPES:
+            EVENTS.labels(self._label, event_type)
+        for counter in (FULL_PUSHES, WRITE_ERRORS, RELISTS, LAG):
+            counter.labels(self._label)
+        LAST_SYNC.labels(self._label).set_function(self.last_sync)
 
     @property
     def collection(self) -> list[str]:
         return [self.root, self.resource.plural]
+
+    def last_sync(self) -> float:
+        """``fedplace_sync_last_sync_timestamp_seconds``: now while OPA holds everything this
+        handler has been given, else when it stopped doing so."""
+        return time.time() if self._behind_since is None else self._behind_since
+
+    def _track_sync(self) -> None:
+        """Note whether anything waits to be written (for :meth:`last_sync`)."""
+        if self.synced.is_set() and not (self._pending or self._full_pending or self._index_stale):
+            self._behind_since = None
+        elif self._behind_since is None:
+            self._behind_since = time.time()
 
     def informer_settings(self) -> InformerSettings:
         """How this type's informer lists and watches: noise stripped on arrival, ignored
@@ -208,10 +237,12 @@ class ReplicationHandler:
                 log.warning("collection write failed; will retry",
                             extra={"resource": self._label, "error": str(exc)})
                 self._full_pending = True
+                self._track_sync()
                 self._wake.set()
                 return
             self._full_pending = False
         self.synced.set()
+        self._track_sync()
         self._notify(None)
 
     def _notify(self, objects: list[dict[str, Any]] | None) -> None:
@@ -224,6 +255,7 @@ class ReplicationHandler:
             return
         key = self.resource.key(obj)
         self._pending[key] = _Pending(event_type, obj, time.monotonic())
+        self._track_sync()
         self._wake.set()
 
     # -- writes ------------------------------------------------------------------
@@ -270,6 +302,7 @@ class ReplicationHandler:
             await self._put_collection(self.informer.objects.values())
             self._full_pending = False
         self.synced.set()
+        self._track_sync()
         self._notify(None)
 
     async def run_flusher(self) -> None:
@@ -304,6 +337,7 @@ class ReplicationHandler:
                     if self._index_stale:
                         failures += 1
             OBJECTS.labels(self._label).set(len(self._present))
+            self._track_sync()
             if whole or written:
                 self._notify(None if whole else written)
             if self._pending or self._full_pending or self._index_stale:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+import os
 import ssl
 import time
 from pathlib import Path
@@ -14,7 +16,7 @@ import trustme
 from aiohttp import web
 from cryptography import x509
 
-from fedplace.admission.tls import ReloadingTLS
+from fedplace.admission.tls import ReloadingTLS, certificate_not_after
 
 
 async def _serve(ctx: ssl.SSLContext) -> tuple[web.AppRunner, int]:
@@ -146,3 +148,50 @@ async def test_rotated_client_ca_replaces_the_old_one(tls_files: tuple[Path, Pat
             assert tls.reloads == 1
     finally:
         await runner.cleanup()
+
+
+# -- the expiry of the certificate being served (issue 28) ----------------------------------------
+
+
+def _expiry_gauge() -> float | None:
+    from prometheus_client import REGISTRY
+
+    return REGISTRY.get_sample_value("fedplace_admission_certificate_expiry_timestamp_seconds")
+
+
+@pytest.mark.parametrize("not_after", [
+    dt.datetime(2031, 5, 6, 7, 8, 9, tzinfo=dt.timezone.utc),   # UTCTime (before 2050)
+    dt.datetime(2061, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc),   # GeneralizedTime
+])
+def test_certificate_not_after_reads_both_time_encodings(ca: trustme.CA, not_after: dt.datetime) -> None:
+    cert = ca.issue_cert("127.0.0.1", not_after=not_after)
+    chain = b"".join(blob.bytes() for blob in cert.cert_chain_pems)  # the leaf first, then the CA
+    assert certificate_not_after(chain) == not_after.timestamp()
+    parsed = x509.load_pem_x509_certificate(ca.cert_pem.bytes()).not_valid_after_utc.timestamp()
+    assert certificate_not_after(ca.cert_pem.bytes()) == parsed
+
+
+@pytest.mark.parametrize("pem", [b"", b"not a certificate",
+                                 b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"])
+def test_certificate_not_after_refuses_what_is_not_a_certificate(pem: bytes) -> None:
+    with pytest.raises(ValueError):
+        certificate_not_after(pem)
+
+
+async def test_expiry_gauge_follows_the_served_certificate(tmp_path: Path, ca: trustme.CA) -> None:
+    first, second = (dt.datetime(y, 1, 1, tzinfo=dt.timezone.utc) for y in (2030, 2031))
+    crt, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    cert = ca.issue_cert("127.0.0.1", not_after=first)
+    cert.cert_chain_pems[0].write_to_path(str(crt))
+    cert.private_key_pem.write_to_path(str(key))
+    tls = ReloadingTLS(str(crt), str(key), reload_interval=0.05, min_check_interval=0.05)
+    assert tls.not_after == _expiry_gauge() == first.timestamp()
+    rotated = ca.issue_cert("127.0.0.1", not_after=second)
+    rotated.cert_chain_pems[0].write_to_path(str(crt))  # half-written: not served, so not reported
+    assert not tls.maybe_reload()
+    assert _expiry_gauge() == first.timestamp()
+    rotated.private_key_pem.write_to_path(str(key))
+    time.sleep(0.01)  # a new mtime even on coarse clocks
+    os.utime(key)
+    assert tls.maybe_reload()
+    assert tls.not_after == _expiry_gauge() == second.timestamp()
