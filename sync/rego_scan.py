@@ -268,7 +268,14 @@ def _rule(package: tuple[str, ...], tokens: list[tuple[str, str, int]]) -> RuleH
             break
     nxt = tokens[i][1] if i < len(tokens) else ""
     full = package + tuple(path)
-    if nxt == "(":
+    if nxt == "(" and default:  # default f(_) := v: a default function value
+        j, depth = i + 1, 1
+        while j < len(tokens) and depth:
+            depth += tokens[j][1] in _OPEN
+            depth -= tokens[j][1] in _CLOSE
+            j += 1
+        i, nxt = j, tokens[j][1] if j < len(tokens) else ""
+    elif nxt == "(":
         return RuleHead(full, "function", row)
     if nxt == "contains":
         return RuleHead(full, "partial_set", row)

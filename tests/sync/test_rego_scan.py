@@ -195,6 +195,8 @@ allow if input.ok
 f(x) := y if {
   y := x
 } else := 0
+default g(_) := false
+g(x) if x > 1
 s contains 1
 o[k] := 1 if k := "a"
 a.b["c"] := 2
