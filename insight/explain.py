@@ -3,6 +3,7 @@
     fedplace explain -f rs.yaml --opa-url …
     fedplace explain -n shop replicaset/payments --kubeconfig … --opa-url …
     fedplace explain -n shop deployment/storefront --kubeconfig … --opa-url …
+    fedplace explain -n shop resourcebinding/storefront-deployment --kubeconfig … --opa-url …
 
 Asks OPA two read-only questions about the object (as admission sees it): the
 decision (``--decision-path``, the webhook's ``data.io.k8s.federation.admission``:
@@ -17,6 +18,11 @@ the required one — docs/policies.md, "The explanation contract"). Prints
       requires: region EU (annotation …: "true"); PCI >= 2 (annotation …: "2")
       ✓ gce-europe-west1  selected  region europe-west1 ✓ EU; PCI 2 ✓ >= 2
       ✗ aws-eu-central-1            region eu-central-1 ✓ EU; PCI 1 ✗ >= 2
+
+A Karmada binding (``resourcebinding``/``rb``, ``clusterresourcebinding``/``crb``)
+is explained from its template (policies/karmada/karmada_explain.rego): per cluster
+each requirement with the cluster's value and whether the decision excludes
+it, and per exclude list of the binding what it has and what it would get.
 
 Exit status: 0; 1 with ``--fail-on-denial`` when the decision denies; 2 on a
 usage error or when the object or OPA's answer cannot be had.
@@ -54,6 +60,14 @@ for _names, _res in (
     (("secret", "secrets"), Resource("", "v1", "secrets")),
     (("service", "services", "svc"), Resource("", "v1", "services")),
     (("ingress", "ingresses", "ing"), Resource("networking.k8s.io", "v1", "ingresses")),
+    # Karmada (policies/karmada/): the bindings the webhook narrows, and the policies it may deny.
+    (("resourcebinding", "resourcebindings", "rb"), Resource("work.karmada.io", "v1alpha2", "resourcebindings")),
+    (("clusterresourcebinding", "clusterresourcebindings", "crb"),
+     Resource("work.karmada.io", "v1alpha2", "clusterresourcebindings", namespaced=False)),
+    (("propagationpolicy", "propagationpolicies", "pp"),
+     Resource("policy.karmada.io", "v1alpha1", "propagationpolicies")),
+    (("clusterpropagationpolicy", "clusterpropagationpolicies", "cpp"),
+     Resource("policy.karmada.io", "v1alpha1", "clusterpropagationpolicies", namespaced=False)),
 ):
     for _n in _names:
         KINDS[_n] = _res
@@ -120,6 +134,37 @@ def _cluster_order(item: tuple[str, Mapping[str, Any]]) -> tuple[int, str]:
     return (0 if entry.get("selected") else 1 if entry.get("eligible") else 2), name
 
 
+def _names(names: Any) -> str:
+    if names is None:
+        return "(none)"
+    if not isinstance(names, list):
+        return canonical_value(names)
+    return ", ".join(str(n) for n in names) if names else "(none)"
+
+
+def _exclusions(ex: Mapping[str, Any], out: TextIO) -> None:
+    """A binding's exclusions (the karmada pack): the excluded clusters it has and the decision
+    gives, and each exclude list of its placement before → after the decision's patch."""
+    if "excluded" not in ex:
+        return
+    if ex.get("every_cluster_excluded"):
+        out.write("  ! every cluster excluded: the workload can run nowhere\n")
+    out.write(f"  excluded clusters: the binding has {_names(ex.get('annotated'))} (fedplace.io/excluded-clusters); "
+              f"the decision gives {_names(ex.get('excluded'))}\n")
+    lists = [entry for entry in ex.get("exclusions") or [] if isinstance(entry, dict)]
+    if not lists:
+        out.write("  exclude lists: none, and the decision adds none\n")
+    for entry in lists:
+        change = [f"+{c}" for c in entry.get("added") or []] + [f"-{c}" for c in entry.get("removed") or []]
+        parts = [" ".join(change)] if change else ["unchanged"]
+        if entry.get("policy"):
+            parts.append(f"policy: {_names(entry['policy'])}")
+        if entry.get("user"):
+            parts.append(f"the binding's own: {_names(entry['user'])}")
+        out.write(f"  exclude list {entry.get('list')}: {_names(entry.get('has'))} → {_names(entry.get('after'))}"
+                  f"   ({'; '.join(parts)})\n")
+
+
 def render(doc: Mapping[str, Any], out: TextIO) -> None:
     o = doc["object"]
     title = f"{o.get('kind') or 'object'} {o.get('namespace') + '/' if o.get('namespace') else ''}{o.get('name') or '(no name)'}"
@@ -137,6 +182,12 @@ def render(doc: Mapping[str, Any], out: TextIO) -> None:
         if isinstance(op, dict):
             out.write(f"  patch: {op.get('op')} {op.get('path')}"
                       f"{' = ' + canonical_value(op['value']) if 'value' in op else ''}\n")
+    for event in value.get("events") or []:
+        if isinstance(event, dict):
+            about = event.get("object") if isinstance(event.get("object"), dict) else {}
+            where = f"{about.get('namespace')}/{about.get('name')}" if about.get("namespace") else about.get("name")
+            out.write(f"  event: {event.get('type', '')} {event.get('reason', '')} on {about.get('kind', '')} "
+                      f"{where}: {event.get('message', '')}\n")
     packs = doc.get("explanation")
     if not packs:
         out.write("\nThe loaded policies expose no explanation (data.io.k8s.federation.explain.packs is undefined).\n")
@@ -153,11 +204,13 @@ def render(doc: Mapping[str, Any], out: TextIO) -> None:
             out.write("  requires: " + "; ".join(reqs) + "\n")
         for c in ex.get("checks") or []:
             out.write(f"  {'✓' if c.get('ok') else '✗'} {_check(c)}\n")
+        _exclusions(ex, out)
         rows = []
         for name, entry in sorted((ex.get("clusters") or {}).items(), key=_cluster_order):
             flags = ["selected"] if entry.get("selected") else []
             if entry.get("requested") is not None:
                 flags.append("requested" if entry["requested"] else "not requested")
+            flags += [str(f) for f in entry.get("flags") or []]
             rows.append(("✓" if entry.get("eligible") else "✗", name, ", ".join(flags),
                          "; ".join(_check(c) for c in entry.get("checks") or [])))
         width = [max((len(r[i]) for r in rows), default=0) for i in (1, 2)]

@@ -47,6 +47,10 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
                        help="the replicated cluster-scoped resource holding the clusters")
     group.add_argument("--resources", default="replicasets", metavar="PLURAL[,PLURAL…]",
                        help="the replicated namespaced kinds whose placement is shown (default: replicasets)")
+    group.add_argument("--resource-bindings", default="resourcebindings", metavar="PLURAL",
+                       help="the replicated namespaced Karmada bindings (ResourceBindings; '' for none)")
+    group.add_argument("--cluster-resource-bindings", default="clusterresourcebindings", metavar="PLURAL",
+                       help="the replicated cluster-scoped Karmada bindings (ClusterResourceBindings; '' for none)")
     group.add_argument("--decision-path", default=DECISION, metavar="PATH",
                        help="the admission decision under /v1/data (the webhook's)")
 

@@ -6,6 +6,10 @@
   runs; groups placed on any cluster (no preferences) and denied groups
   marked;
 * every workload with its constraints and placement;
+* Karmada's bindings (when a binding type is replicated): each with its
+  template, the clusters the policy excluded (its fedplace.io/excluded-clusters)
+  and why (fedplace.io/placement); those excluding every cluster first and
+  marked;
 * denials (workloads whose decision now denies) and the last remediations,
   with times.
 
@@ -31,7 +35,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from aiohttp import web
 
-from fedplace.insight.view import build_view, iso
+from fedplace.insight.view import BINDING_RESOURCES, TEMPLATE_PLURALS, build_view, iso
 
 __all__ = ["MAX_GROUPS", "add_routes", "render", "sync_view"]
 
@@ -52,40 +56,47 @@ th{background:#f1f4f7;font-weight:600}.note{color:#7a4b00;background:#fff6e0;pad
 font-weight:500;font-size:11px}#matrix th.w{position:sticky;left:0;background:#f1f4f7;z-index:1;min-width:260px}
 #matrix thead th{position:sticky;top:0;z-index:2}#matrix thead th.w{z-index:3}
 #matrix td.y{background:#2f7d32;color:#fff}#matrix td.any{color:#555;font-style:italic;white-space:nowrap}
-#workloads-filter{width:28em;max-width:90vw}
+#workloads-filter,#bindings-filter{width:28em;max-width:90vw}
 #matrix tr.denied th.w{background:#fde2e1}.denied-tag{color:#b3261e;font-weight:600}
 code{font:12px ui-monospace,Menlo,Consolas,monospace}.muted{color:#69737d}
 details summary{cursor:pointer;color:#1d5fa8}
 section.long{content-visibility:auto;contain-intrinsic-size:auto 1200px}
 #workloads,#clusters{table-layout:fixed}
+#bindings tr.stranded td{background:#fde2e1}header .denied-tag{color:#ffb4ab}
 """
 
-# Inline, no dependencies: (1) record the layout time; (2) the workloads table: the first rows
-# are in the HTML, the rest come from the JSON beside it, 500 at a time as the reader scrolls to
-# its end, or filtered by the search box; (3) with a refresh interval, fetch the page again and
-# swap <header> and <main>, keeping the filter and how many rows were shown.
-SCRIPT = """(function(){var every=%s,state={q:"",shown:0};
-function table(){var data=document.getElementById("workloads-data"),body=document.querySelector("#workloads tbody");
-if(!data||!body)return;var all=JSON.parse(data.textContent),list=all,shown=body.rows.length,
-box=document.getElementById("workloads-filter"),count=document.getElementById("workloads-count"),
-more=document.getElementById("workloads-more");
-function row(r){var tr=document.createElement("tr");for(var i=0;i<r.length;i++){var td=document.createElement("td");
-td.textContent=r[i];if(i==r.length-1&&r[i]!="ok")td.className="denied-tag";tr.appendChild(td)}return tr}
+# Inline, no dependencies: (1) record the layout time; (2) the long tables (workloads, and
+# Karmada's bindings): the first rows are in the HTML, the rest come from the JSON beside each,
+# 500 at a time as the reader scrolls to its end, or filtered by its search box; a row whose last
+# cell (the status) is not "ok" has that cell marked, and a bindings row excluding every cluster
+# is marked whole; (3) with a refresh interval, fetch the page again and swap <header> and
+# <main>, keeping each filter and how many rows were shown.
+SCRIPT = """(function(){var every=%s,state={};
+function table(id,marks){var data=document.getElementById(id+"-data"),body=document.querySelector("#"+id+" tbody");
+if(!data||!body)return;var st=state[id]||(state[id]={q:"",shown:0}),all=JSON.parse(data.textContent),list=all,
+shown=body.rows.length,box=document.getElementById(id+"-filter"),count=document.getElementById(id+"-count"),
+more=document.getElementById(id+"-more");
+function row(r){var tr=document.createElement("tr"),last=r[r.length-1];if(marks[last])tr.className=marks[last];
+for(var i=0;i<r.length;i++){var td=document.createElement("td");td.textContent=r[i];
+if(i==r.length-1&&r[i]!="ok")td.className="denied-tag";tr.appendChild(td)}return tr}
 function add(n){var f=document.createDocumentFragment(),end=Math.min(list.length,shown+n);
-for(;shown<end;shown++)f.appendChild(row(list[shown]));body.appendChild(f);state.shown=shown;
+for(;shown<end;shown++)f.appendChild(row(list[shown]));body.appendChild(f);st.shown=shown;
 count.textContent="showing "+shown+" of "+list.length}
-function filter(){var q=box.value.toLowerCase();state.q=box.value;list=q?all.filter(function(r){
+function filter(){var q=box.value.toLowerCase();st.q=box.value;list=q?all.filter(function(r){
 return r.join(" ").toLowerCase().indexOf(q)>=0}):all;body.textContent="";shown=0;add(500)}
-box.addEventListener("input",filter);if(state.q){box.value=state.q;filter()}
-else if(state.shown>shown){add(state.shown-shown)}
+box.addEventListener("input",filter);if(st.q){box.value=st.q;filter()}
+else if(st.shown>shown){add(st.shown-shown)}
 if(more.getBoundingClientRect().top<innerHeight)add(500);
 new IntersectionObserver(function(e){if(e[0].isIntersecting)add(500)}).observe(more)}
-addEventListener("load",function(){table();void document.body.offsetHeight;
+function tables(){table("workloads",{});table("bindings",{"%s":"stranded"})}
+addEventListener("load",function(){tables();void document.body.offsetHeight;
 document.documentElement.setAttribute("data-rendered-ms",String(Math.round(performance.now())))});
 if(!every)return;setInterval(function(){fetch(location.href,{cache:"no-store"}).then(function(r){
 return r.ok?r.text():null}).then(function(t){if(!t)return;var d=new DOMParser().parseFromString(t,"text/html"),
-m=d.querySelector("main"),h=d.querySelector("header");if(m){document.querySelector("main").replaceWith(m);table()}
+m=d.querySelector("main"),h=d.querySelector("header");if(m){document.querySelector("main").replaceWith(m);tables()}
 if(h){document.querySelector("header").replaceWith(h)}}).catch(function(){})},every*1000)})();"""
+
+STRANDED = "every cluster excluded"  # a binding's status when the policy excludes every cluster
 
 
 def _e(value: Any) -> str:
@@ -125,26 +136,77 @@ def _clusters_text(names: Sequence[str] | None) -> str:
     return f'<span class="muted">{text}</span>' if not names else text
 
 
-def _workloads(out: list[str], workloads: Sequence[Mapping[str, Any]]) -> None:
-    """The workloads table: the first rows in HTML, every row as JSON for the script (SCRIPT)."""
-    rows = [[_workload(w), w["kind"], _constraints(w["constraints"]), _placement(w["placement"]), w["source"] or "",
-             "denied: " + "; ".join(w["denied"]) if w["denied"] else "ok"] for w in workloads]
+def _lazy_table(out: list[str], table_id: str, title: str, head: Sequence[str], rows: Sequence[Sequence[str]],
+                placeholder: str, row_class: Callable[[Sequence[str]], str] = lambda r: "",
+                extra_title: str = "") -> None:
+    """A long table: the first rows in HTML, every row as JSON for the script (SCRIPT). The last
+    cell is the status: anything but "ok" is marked."""
     shown = min(len(rows), ROWS_INLINE)
-    out.append(f'<h2 id="workloads-title">Workloads <span class="muted">({len(rows)})</span></h2>'
-               '<p><input id="workloads-filter" type="search" aria-label="filter the workloads" '
-               'placeholder="filter: namespace/name, constraint, cluster…"> '
-               f'<span id="workloads-count" class="muted">showing {shown} of {len(rows)}</span></p>'
-               '<table id="workloads"><thead><tr>'
-               + "".join(f"<th>{h}</th>" for h in ("workload", "kind", "constraints", "placement", "set by",
-                                                    "status")) + "</tr></thead><tbody>")
+    out.append(f'<h2 id="{table_id}-title">{_e(title)} <span class="muted">({len(rows)})</span>{extra_title}</h2>'
+               f'<p><input id="{table_id}-filter" type="search" aria-label="filter the {_e(table_id)}" '
+               f'placeholder="{_e(placeholder)}"> '
+               f'<span id="{table_id}-count" class="muted">showing {shown} of {len(rows)}</span></p>'
+               f'<table id="{table_id}"><thead><tr>' + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>")
     for r in rows[:shown]:
         cells = [f"<td>{_e(c)}</td>" for c in r[:-1]]
         status = f'<td class="denied-tag">{_e(r[-1])}</td>' if r[-1] != "ok" else "<td>ok</td>"
-        out.append("<tr>" + "".join(cells) + status + "</tr>")
+        cls = row_class(r)
+        out.append(f'<tr class="{cls}">' if cls else "<tr>")
+        out.append("".join(cells) + status + "</tr>")
     data = json.dumps(rows, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/").replace("<!--", "<\\u0021--")
-    out.append('</tbody></table><p id="workloads-more" class="muted">'
+    out.append(f'</tbody></table><p id="{table_id}-more" class="muted">'
                + ("" if shown == len(rows) else "more rows as you scroll (JavaScript)")
-               + f'</p><script type="application/json" id="workloads-data">{data}</script>')
+               + f'</p><script type="application/json" id="{table_id}-data">{data}</script>')
+
+
+def _workloads(out: list[str], workloads: Sequence[Mapping[str, Any]]) -> None:
+    """The workloads table."""
+    rows = [[_workload(w), w["kind"], _constraints(w["constraints"]), _placement(w["placement"]), w["source"] or "",
+             "denied: " + "; ".join(w["denied"]) if w["denied"] else "ok"] for w in workloads]
+    _lazy_table(out, "workloads", "Workloads", ("workload", "kind", "constraints", "placement", "set by", "status"),
+                rows, "filter: namespace/name, constraint, cluster…")
+
+
+def _binding_name(b: Mapping[str, Any]) -> str:
+    return f"{b['namespace']}/{b['name']}" if b["namespace"] else b["name"]
+
+
+def _excluded_text(b: Mapping[str, Any]) -> str:
+    excluded = b["excluded"]
+    if excluded is None:
+        return "—"
+    text = _placement(excluded)
+    return f"every cluster — {text}" if b["every_cluster_excluded"] else text
+
+
+def _binding_status(b: Mapping[str, Any]) -> str:
+    if b["every_cluster_excluded"]:
+        return STRANDED
+    if b["excluded"] is None:
+        return "not decided yet (no fedplace.io/excluded-clusters)"
+    return "ok"
+
+
+def _bindings(out: list[str], view: Mapping[str, Any]) -> None:
+    """Karmada's bindings: template, excluded clusters, why; those excluding every cluster first
+    and marked."""
+    bindings = view.get("bindings")
+    if bindings is None:
+        return
+    rows = []
+    for b in bindings:
+        t = b["template"]
+        template = (t["text"] + ("" if t["replicated"] else " (not replicated)")) if t else "(no template)"
+        rows.append([_binding_name(b), b["kind"], template,
+                     _constraints(b["constraints"]) if b["constraints"] is not None else "—",
+                     _excluded_text(b), _placement(b["scheduled"]) if b["scheduled"] else "—",
+                     b["why"] or "", _binding_status(b)])
+    stranded = sum(1 for b in bindings if b["every_cluster_excluded"])
+    extra = (f' <span class="denied-tag">{stranded} with every cluster excluded</span>' if stranded else "")
+    _lazy_table(out, "bindings", "Karmada bindings", ("binding", "kind", "template", "template constraints",
+                                                       "excluded clusters", "scheduled on", "why", "status"),
+                rows, "filter: namespace/name, template, cluster…",
+                row_class=lambda r: "stranded" if r[-1] == STRANDED else "", extra_title=extra)
 
 
 def _matrix(view: Mapping[str, Any], out: list[str]) -> None:
@@ -209,8 +271,13 @@ def render(view: Mapping[str, Any], refresh: float | None = None, now: float | N
     now = time.time() if now is None else now
     out: list[str] = []
     w_all = view["workloads"]
+    bindings = view.get("bindings")
+    stranded = sum(1 for b in bindings or () if b["every_cluster_excluded"])
+    karmada = (f'{len(bindings)} Karmada bindings'
+               + (f' (<span class="denied-tag">{stranded} with every cluster excluded</span>)' if stranded else "")
+               + " · ") if bindings is not None else ""
     out.append(f'<header><h1>fedplace placement</h1><p>{len(view["clusters"])} clusters · {len(w_all)} workloads · '
-               f'{len(view["denials"])} denied · generated {_e(view["generated"])} from {_e(view["source"])}'
+               f'{karmada}{len(view["denials"])} denied · generated {_e(view["generated"])} from {_e(view["source"])}'
                f'{f" · refreshes every {refresh:g} s" if refresh else ""}</p></header><main>')
     for note in view.get("notes") or []:
         out.append(f'<p class="note">{_e(note)}</p>')
@@ -218,6 +285,7 @@ def render(view: Mapping[str, Any], refresh: float | None = None, now: float | N
     _table(out, "denials", "Denied now", ("workload", "errors", "since"),
            ((_e(_workload(d)), "<br>".join(_e(e) for e in d["errors"]), _ago(d.get("time"), now))
             for d in view["denials"]), "No workload's decision denies.")
+    _bindings(out, view)
     _table(out, "remediations", "Last remediations", ("time", "workload", "placement before → after", "outcome"),
            ((_ago(r.get("time"), now), _e(_workload(r)),
              (f'{_clusters_text(r["before"])} → {_clusters_text(r["after"])}' if r.get("after") is not None
@@ -233,7 +301,7 @@ def render(view: Mapping[str, Any], refresh: float | None = None, now: float | N
     return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>fedplace placement</title>'
             f'<meta name="viewport" content="width=device-width,initial-scale=1">{refresh_meta}'
             f"<style>{STYLE}</style></head><body>{''.join(out)}"
-            f"<script>{SCRIPT % (refresh or 0)}</script></body></html>")
+            f"<script>{SCRIPT % (refresh or 0, STRANDED)}</script></body></html>")
 
 
 # -- served by opa-kube-sync ---------------------------------------------------------------
@@ -247,9 +315,18 @@ def sync_view(sync: Any, clusters: str = "clusters", workloads: Sequence[str] = 
         informer = getattr(rep, "informer", None)
         return list(informer.objects.values()) if informer is not None else []
 
+    def template_of(key: tuple[str, str, str]) -> Mapping[str, Any] | None:
+        kind, namespace, name = key
+        rep = sync.replicators.get(TEMPLATE_PLURALS.get(kind, ""))
+        informer = getattr(rep, "informer", None)
+        return informer.objects.get(f"{namespace}/{name}" if namespace else name) if informer is not None else None
+
     remediator = getattr(sync, "remediator", None)
     kinds = list(dict.fromkeys([*workloads, *(r.plural for r in getattr(remediator, "resources", {}).values()
                                               if r.namespaced)])) if remediator is not None else list(workloads)
+    # Karmada's bindings are listed on their own (the remediator may remediate them too).
+    kinds = [k for k in kinds if k not in BINDING_RESOURCES]
+    binding_kinds = [p for p in BINDING_RESOURCES if p in sync.replicators]
     notes = [f"{p} are not replicated by this opa-kube-sync (--replicate)" for p in (clusters, *kinds)
              if p not in sync.replicators]
     denials: list[dict[str, Any]] = []
@@ -263,8 +340,10 @@ def sync_view(sync: Any, clusters: str = "clusters", workloads: Sequence[str] = 
         if remediator.last_pass_time is None:
             notes.append("No remediation pass has run yet.")
     cluster_objects = {str((o.get("metadata") or {}).get("name")): o for o in objects(clusters)}
+    bindings = [(p, o) for p in binding_kinds for o in objects(p)] if binding_kinds else None
     return build_view(cluster_objects, [(p, o) for p in kinds for o in objects(p)], source="opa-kube-sync (live)",
-                      denials=denials, remediations=remediations, notes=notes)
+                      denials=denials, remediations=remediations, notes=notes, bindings=bindings,
+                      template_of=template_of)
 
 
 def add_routes(app: web.Application, view: Callable[[], Mapping[str, Any]], refresh: float | None = 10.0) -> None:

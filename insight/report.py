@@ -3,12 +3,14 @@
     fedplace report -o placement.html --opa-url … [--opa-token-file …]
     fedplace report -o placement.html --sync-url http://opa-kube-sync:8182
 
-From OPA (the default): the clusters and workloads opa-kube-sync replicated,
-with every workload's decision asked of the live OPA now (read only; workloads
-the policies cannot tell apart share one question, see insight/inputs.py), so
-the denials are current; remediations are only known to the sync. With
-``--sync-url``: exactly the view opa-kube-sync serves at ``/placement``
-(started with ``--placement-page``), its remediator's records included.
+From OPA (the default): the clusters, workloads and Karmada bindings
+opa-kube-sync replicated, with every workload's decision asked of the live OPA
+now (read only; workloads the policies cannot tell apart share one question,
+see insight/inputs.py), so the denials are current (a binding's exclusions are
+its annotations, as the webhook and the remediator wrote them); remediations
+are only known to the sync. With ``--sync-url``: exactly the view opa-kube-sync
+serves at ``/placement`` (started with ``--placement-page``), its remediator's
+records included.
 
 Exit status: 0; 2 when the view cannot be had or the file not written.
 """
@@ -26,8 +28,8 @@ from fedplace.common.opa_client import OpaClient, OpaError
 from fedplace.insight.evaluate import LiveOpa
 from fedplace.insight.options import add_data_arguments, add_opa_arguments, decision_path, opa_settings, split_list
 from fedplace.insight.page import render
-from fedplace.insight.view import build_view, iso
-from fedplace.insight.whatif import decide_workloads, workloads_of
+from fedplace.insight.view import TEMPLATE_PLURALS, build_view, iso
+from fedplace.insight.whatif import bindings_of, decide_workloads, workloads_of
 
 __all__ = ["add_arguments", "from_opa", "from_sync", "run"]
 
@@ -40,12 +42,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_opa_arguments(parser)
 
 
+async def template_plurals(opa: OpaClient) -> dict[str, str]:
+    """The template kinds the Karmada pack decides (kind -> plural: its setting karmada_templates,
+    data.io.k8s.federation.karmada.templates), or its default when OPA does not say."""
+    try:
+        found = await opa.get_data(["io", "k8s", "federation", "karmada", "templates"])
+    except OpaError:
+        found = None
+    if isinstance(found, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in found.items()):
+        return dict(found)
+    return dict(TEMPLATE_PLURALS)
+
+
+def template_lookup(data: dict[str, Any], plurals: dict[str, str]) -> Any:
+    """``(kind, namespace, name)`` -> the replicated template, or None."""
+    def find(key: tuple[str, str, str]) -> Any:
+        kind, namespace, name = key
+        collection = data.get(plurals.get(kind, ""))
+        if not isinstance(collection, dict):
+            return None
+        found = collection.get(namespace) if namespace else collection
+        return found.get(name) if isinstance(found, dict) else None
+    return find
+
+
 async def from_opa(args: argparse.Namespace) -> dict[str, Any]:
     root, path = args.replicate_path.strip("/"), decision_path(args)
     async with OpaClient(opa_settings(args)) as opa:
         data = await opa.get_data([root])
         data = data if isinstance(data, dict) else {}
         workloads = workloads_of(data, split_list(args.resources))
+        binding_plurals = [p for p in (args.resource_bindings, args.cluster_resource_bindings) if p and p in data]
+        plurals = await template_plurals(opa) if binding_plurals else {}
         live = LiveOpa(opa)
         try:
             decisions, asked = await decide_workloads(live, path, [w.obj for w in workloads], await live.parse())
@@ -55,9 +83,12 @@ async def from_opa(args: argparse.Namespace) -> dict[str, Any]:
     denials = [{"resource": w.resource, "namespace": w.namespace, "name": w.name, "errors": d.errors,
                 "time": iso(now)} for w, d in zip(workloads, decisions) if d.denied]
     clusters = data.get(args.clusters_resource)
+    bindings = ([(b.resource, b.obj) for b in bindings_of(data, args.resource_bindings, args.cluster_resource_bindings)]
+                if binding_plurals else None)
     return build_view(clusters if isinstance(clusters, dict) else {}, [(w.resource, w.obj) for w in workloads],
                       source=f"OPA {opa.base_url} ({asked} decisions asked)", denials=denials, generated=now,
-                      notes=["Remediations are recorded by opa-kube-sync: fedplace report --sync-url shows them."])
+                      notes=["Remediations are recorded by opa-kube-sync: fedplace report --sync-url shows them."],
+                      bindings=bindings, template_of=template_lookup(data, plurals))
 
 
 async def from_sync(url: str, timeout: float) -> dict[str, Any]:
@@ -79,6 +110,11 @@ async def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except OSError as exc:
         err.write(f"fedplace report: {exc}\n")
         return 2
+    bindings = view.get("bindings")
+    karmada = ""
+    if bindings is not None:
+        stranded = sum(1 for b in bindings if b.get("every_cluster_excluded"))
+        karmada = f"{len(bindings)} Karmada bindings ({stranded} with every cluster excluded), "
     out.write(f"wrote {args.output}: {len(view['clusters'])} clusters, {len(view['workloads'])} workloads, "
-              f"{len(view['denials'])} denied\n")
+              f"{karmada}{len(view['denials'])} denied\n")
     return 0

@@ -1,6 +1,6 @@
-"""The placement view: clusters, workloads with their constraints and placement, denials and
-remediations — one JSON-able model for the page opa-kube-sync serves, ``fedplace report``
-and the what-if's before/after.
+"""The placement view: clusters, workloads with their constraints and placement, Karmada's
+bindings with their exclusions, denials and remediations — one JSON-able model for the page
+opa-kube-sync serves, ``fedplace report`` and the what-if's before/after.
 
 Pure functions; the callers gather the objects (from the sync's informers or
 from OPA's replicated data) and the remediator's records.
@@ -11,16 +11,27 @@ from __future__ import annotations
 import functools
 import json
 import time
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from fedplace.common.annotations import canonical_value
 
-__all__ = ["CONSTRAINT_PREFIX", "PREFS", "SOURCE", "build_view", "clusters_of", "constraints", "effective_placement",
-           "iso", "workload_entry"]
+__all__ = ["BINDING_RESOURCES", "CONSTRAINT_PREFIX", "EXCLUDED", "PREFS", "SOURCE", "TEMPLATE_PLURALS", "WHY",
+           "binding_entry", "build_view", "clusters_of", "constraints", "effective_placement", "excluded_of", "iso",
+           "template_key", "template_text", "workload_entry"]
 
 PREFS = "federation.kubernetes.io/replica-set-preferences"
 SOURCE = "fedplace.io/replica-set-preferences-source"
 CONSTRAINT_PREFIX = "policy.federation.alpha.kubernetes.io/"
+# What the Karmada pack (policies/karmada/) writes on a ResourceBinding / ClusterResourceBinding.
+EXCLUDED = "fedplace.io/excluded-clusters"
+WHY = "fedplace.io/placement"
+# The replicated plurals of Karmada's bindings, as opa-kube-sync names them: (namespaced, cluster-scoped).
+BINDING_RESOURCES = ("resourcebindings", "clusterresourcebindings")
+# Template kind -> the plural it is replicated under: the pack's default (setting karmada_templates in
+# policies/karmada/karmada.rego), used to find a binding's template among the replicated objects.
+TEMPLATE_PLURALS = {"Deployment": "deployments", "StatefulSet": "statefulsets", "DaemonSet": "daemonsets",
+                    "ReplicaSet": "replicasets", "Job": "jobs", "ConfigMap": "configmaps", "Secret": "secrets",
+                    "Service": "services", "Ingress": "ingresses"}
 
 
 def iso(stamp: float | None) -> str | None:
@@ -83,21 +94,92 @@ def workload_entry(resource: str, obj: Mapping[str, Any]) -> dict[str, Any]:
 def _cluster_entry(name: str, obj: Mapping[str, Any]) -> dict[str, Any]:
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
     status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
     labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
-    region = status.get("region")
+    # as the policy reads it (policies/federation/lib.rego): a Federation v1 Cluster's
+    # status.region, else a Karmada Cluster's spec.region
+    region = status.get("region") if "region" in status else spec.get("region")
     return {"name": name, "region": region if isinstance(region, str) else "",
             "labels": {str(k): canonical_value(v) for k, v in sorted(labels.items())}}
+
+
+def excluded_of(value: Any) -> list[str] | None:
+    """The clusters a fedplace.io/excluded-clusters value names (a JSON list, as the webhook writes
+    it, or the decision's list), sorted; None when absent or unreadable."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    if not isinstance(value, list):
+        return None
+    return sorted({str(c) for c in value})
+
+
+def template_key(binding: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """``(kind, namespace, name)`` of the template a binding's spec.resource names ('' namespace
+    for a cluster-scoped one), or None."""
+    spec = binding.get("spec") if isinstance(binding.get("spec"), Mapping) else {}
+    res = spec.get("resource") if isinstance(spec.get("resource"), Mapping) else {}
+    kind, name, ns = res.get("kind"), res.get("name"), res.get("namespace") or ""
+    if not isinstance(kind, str) or not isinstance(name, str) or not isinstance(ns, str):
+        return None
+    return kind, ns, name
+
+
+def template_text(key: tuple[str, str, str] | None) -> str:
+    """``Deployment shop/web`` (as the policy's messages name a template)."""
+    if key is None:
+        return "(no template)"
+    kind, ns, name = key
+    return f"{kind} {ns + '/' if ns else ''}{name}"
+
+
+def binding_entry(resource: str, obj: Mapping[str, Any], template: Mapping[str, Any] | None,
+                  cluster_names: Iterable[str]) -> dict[str, Any]:
+    """A Karmada binding as the page lists it: its template (and the template's constraints when
+    it is replicated), the clusters the placement decision excluded (its fedplace.io/excluded-clusters;
+    None when it has none yet), why (fedplace.io/placement), the clusters Karmada's scheduler chose
+    (spec.clusters), and whether every cluster is excluded."""
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    ann = _annotations(obj)
+    key = template_key(obj)
+    excluded = excluded_of(ann.get(EXCLUDED))
+    why = ann.get(WHY)
+    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    targets = spec.get("clusters") if isinstance(spec.get("clusters"), list) else []
+    scheduled = sorted({str(t["name"]) for t in targets if isinstance(t, Mapping) and isinstance(t.get("name"), str)})
+    names = set(cluster_names)
+    return {"resource": resource, "kind": str(obj.get("kind") or ""), "namespace": str(meta.get("namespace") or ""),
+            "name": str(meta.get("name") or ""),
+            "template": ({"kind": key[0], "namespace": key[1], "name": key[2], "text": template_text(key),
+                          "replicated": template is not None} if key is not None else None),
+            "constraints": constraints(template) if template is not None else None,
+            "excluded": excluded, "why": why if isinstance(why, str) else None, "scheduled": scheduled,
+            "every_cluster_excluded": bool(names) and excluded is not None and names <= set(excluded)}
+
+
+def _template(template_of: Callable[[tuple[str, str, str]], Mapping[str, Any] | None] | None,
+              binding: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    key = template_key(binding)
+    found = template_of(key) if template_of is not None and key is not None else None
+    return found if isinstance(found, Mapping) else None
 
 
 def build_view(clusters: Mapping[str, Mapping[str, Any]], workloads: Iterable[tuple[str, Mapping[str, Any]]], *,
                source: str, denials: Sequence[Mapping[str, Any]] = (),
                remediations: Sequence[Mapping[str, Any]] = (), notes: Sequence[str] = (),
-               generated: float | None = None) -> dict[str, Any]:
+               generated: float | None = None, bindings: Iterable[tuple[str, Mapping[str, Any]]] | None = None,
+               template_of: Callable[[tuple[str, str, str]], Mapping[str, Any] | None] | None = None
+               ) -> dict[str, Any]:
     """The model the page renders (see the module docstring).
 
     ``denials``: ``{"resource", "namespace", "name", "errors", "time"}`` — workloads whose
     decision now denies; ``remediations``: ``{"time", "resource", "namespace", "name",
     "changes", "old", "outcome"}`` — the remediator's records, newest first.
+    ``bindings``: Karmada's (Cluster)ResourceBindings as ``(plural, object)`` (None: no binding
+    type is replicated; the view then has ``"bindings": None``); ``template_of``: the replicated
+    template of a :func:`template_key`, or None. Bindings with every cluster excluded come first.
     """
     entries = sorted((workload_entry(r, o) for r, o in workloads),
                      key=lambda w: (w["namespace"], w["name"], w["resource"]))
@@ -113,7 +195,13 @@ def build_view(clusters: Mapping[str, Mapping[str, Any]], workloads: Iterable[tu
         old = r.get("old") or {}
         moves.append({**r, "before": clusters_of(old.get(PREFS)) if PREFS in changes else None,
                       "after": clusters_of(changes.get(PREFS)) if PREFS in changes else None})
+    names = [c["name"] for c in cluster_list]
+    binding_list = None
+    if bindings is not None:
+        binding_list = sorted(
+            (binding_entry(r, o, _template(template_of, o), names) for r, o in bindings),
+            key=lambda b: (not b["every_cluster_excluded"], b["namespace"], b["name"], b["resource"]))
     return {"generated": iso(generated if generated is not None else time.time()), "source": source,
-            "clusters": cluster_list, "workloads": entries,
+            "clusters": cluster_list, "workloads": entries, "bindings": binding_list,
             "denials": sorted(denials, key=lambda d: (d["namespace"], d["name"])),
             "remediations": moves, "notes": list(notes)}

@@ -15,7 +15,11 @@ on the copy of the clusters), evaluates again, and prints
   the version it has, as it would after the sync's PUT);
 * the workloads that would move: their clusters before → after;
 * the workloads that would be denied (and those no longer denied);
-* other annotations the decisions would change.
+* other annotations the decisions would change;
+* Karmada's bindings (``--resource-bindings``, ``--cluster-resource-bindings``)
+  whose exclusions would change: the fedplace.io/excluded-clusters the
+  placement decision computes for each, before → after, those that would
+  exclude every cluster marked.
 
 The live OPA is only read (``GET /v1/policies``, ``GET /v1/data/<root>``) and
 no Kubernetes object is read or written. Workloads the policies cannot tell
@@ -33,9 +37,11 @@ A proposed policy is given with ``--policy`` (repeatable):
 * a directory: each of its ``*.rego`` files but tests, as above.
 
 Exit status: 0; 1 when more workloads would move than ``--max-moves`` or be
-newly denied than ``--max-denials`` (counts, or shares like ``5%``; both 0 by
-default), or a proposed module would not compile; 2 on a usage error or when
-OPA cannot be read.
+newly denied than ``--max-denials`` (a binding that would newly exclude every
+cluster counts as a denial: its workload could run nowhere), more bindings'
+exclusions would change than ``--max-exclusion-changes`` (counts, or shares
+like ``5%``; all 0 by default), or a proposed module would not compile; 2 on a
+usage error or when OPA cannot be read.
 """
 
 from __future__ import annotations
@@ -55,10 +61,11 @@ from fedplace.insight.evaluate import (BindingsEvaluator, Decision, Evaluator, E
 from fedplace.insight.inputs import analyse, projection
 from fedplace.insight.options import (DEFAULT_POLICY_NAMESPACE, add_data_arguments, add_opa_arguments, decision_path,
                                       dump, opa_settings, read_documents, split_list)
-from fedplace.insight.view import PREFS, SOURCE, effective_placement
+from fedplace.insight.view import EXCLUDED, PREFS, SOURCE, WHY, effective_placement, excluded_of, template_key, \
+    template_text
 
-__all__ = ["LabelChange", "Proposal", "Snapshot", "Threshold", "Workload", "add_arguments", "decide_workloads",
-           "evaluate", "read_live", "run"]
+__all__ = ["LabelChange", "Proposal", "Snapshot", "Threshold", "Workload", "add_arguments", "bindings_of",
+           "compare_bindings", "decide_workloads", "evaluate", "read_live", "run"]
 
 SHOWN = 8  # cluster names shown per side of a move in the table
 _ANALYSES: dict[Any, Any] = {}  # the last analysis, by decision and module set
@@ -145,7 +152,7 @@ class Workload:
     @property
     def title(self) -> str:
         kind = self.obj.get("kind") if isinstance(self.obj.get("kind"), str) else self.resource
-        return f"{kind} {self.namespace}/{self.name}"
+        return f"{kind} {self.namespace + '/' if self.namespace else ''}{self.name}"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -161,7 +168,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-moves", type=Threshold.parse, default=Threshold(count=0), metavar="N|P%",
                         help="exit 1 when more workloads would move (default 0)")
     parser.add_argument("--max-denials", type=Threshold.parse, default=Threshold(count=0), metavar="N|P%",
-                        help="exit 1 when more workloads would be newly denied (default 0)")
+                        help="exit 1 when more workloads would be newly denied, or Karmada bindings newly "
+                             "exclude every cluster (default 0)")
+    parser.add_argument("--max-exclusion-changes", type=Threshold.parse, default=Threshold(count=0), metavar="N|P%",
+                        help="exit 1 when the exclusions of more Karmada bindings would change (default 0; "
+                             "a share is of the bindings)")
     parser.add_argument("--evaluator", choices=["auto", "opa-bindings", "scratch-opa"], default="auto",
                         help="where to evaluate: OPA in process (opa_bindings), or the OPA of --scratch-opa-url; "
                              "auto takes the first available, scratch-opa when its URL is given")
@@ -283,6 +294,17 @@ def workloads_of(data: Mapping[str, Any], resources: Sequence[str]) -> list[Work
     return out
 
 
+def bindings_of(data: Mapping[str, Any], namespaced: str, cluster_scoped: str) -> list[Workload]:
+    """Karmada's replicated bindings: ``{ns: {name: obj}}`` under ``namespaced``, ``{name: obj}``
+    under ``cluster_scoped`` (namespace ""); a plural given as '' is skipped."""
+    out = workloads_of(data, [namespaced]) if namespaced else []
+    collection = data.get(cluster_scoped) if cluster_scoped else None
+    if isinstance(collection, dict):
+        out += [Workload(cluster_scoped, "", name, obj) for name, obj in sorted(collection.items())
+                if isinstance(obj, dict)]
+    return out
+
+
 async def decide_workloads(evaluator: Evaluator, path: Sequence[str], objects: Sequence[Mapping[str, Any]],
                            asts: Mapping[str, Any] | None,
                            memo: dict[Any, str] | None = None) -> tuple[list[Decision], int]:
@@ -339,6 +361,36 @@ def _other_annotations(decision: Decision) -> dict[str, str]:
     return {k: canonical_value(v) for k, v in decision.annotations.items() if k not in (PREFS, SOURCE)}
 
 
+def _excluded(decision: Decision) -> list[str] | None:
+    """The clusters the decision excludes for a binding (its fedplace.io/excluded-clusters), or None."""
+    return excluded_of(decision.annotations.get(EXCLUDED)) if decision.error is None else None
+
+
+def compare_bindings(bindings: Sequence[Workload], before: Sequence[Decision], after: Sequence[Decision],
+                     clusters: Sequence[str]) -> list[dict[str, Any]]:
+    """The bindings whose excluded clusters would change, with what is added and removed and
+    whether every cluster is excluded before and after (of ``clusters``, the replicated ones)."""
+    names = set(clusters)
+
+    def every(excluded: list[str] | None) -> bool:
+        return bool(names) and excluded is not None and names <= set(excluded)
+
+    out = []
+    for b, x, y in zip(bindings, before, after):
+        was, will = _excluded(x), _excluded(y)
+        if was == will:
+            continue
+        why = y.annotations.get(WHY) if y.error is None else None
+        out.append({"resource": b.resource, "kind": b.obj.get("kind"), "namespace": b.namespace, "name": b.name,
+                    "template": template_text(template_key(b.obj)), "before": was, "after": will,
+                    "added": sorted(set(will or ()) - set(was or ())),
+                    "removed": sorted(set(was or ()) - set(will or ())),
+                    "every_cluster_before": every(was), "every_cluster": every(will),
+                    "why": why if isinstance(why, str) else None,
+                    **({"error": y.error} if y.error is not None else {})})
+    return out
+
+
 def compare(workloads: Sequence[Workload], before: Sequence[Decision], after: Sequence[Decision]) -> dict[str, Any]:
     moves, denied, undenied, annotated = [], [], [], []
     for w, b, a in zip(workloads, before, after):
@@ -372,7 +424,9 @@ async def evaluate(args: argparse.Namespace, err: TextIO) -> dict[str, Any]:
     clusters = clusters if isinstance(clusters, dict) else {}
     changed_clusters, touched = apply_labels(clusters, proposal.labels)
     workloads = workloads_of(snapshot.data, split_list(args.resources))
-    objects = [w.obj for w in workloads]
+    bindings = bindings_of(snapshot.data, args.resource_bindings, args.cluster_resource_bindings)
+    # One list: workloads and bindings share the analysis and the evaluator's engines.
+    objects = [w.obj for w in workloads] + [b.obj for b in bindings]
 
     evaluator = _choose(args)
     phases: dict[str, float] = {"read": read - started}
@@ -406,22 +460,32 @@ async def evaluate(args: argparse.Namespace, err: TextIO) -> dict[str, Any]:
     finally:
         await evaluator.close()
     phase("close")
-    result = compare(workloads, before, after)
+    n = len(workloads)
+    result = compare(workloads, before[:n], after[:n])
+    exclusions = compare_bindings(bindings, before[n:], after[n:], sorted(changed_clusters))
     phase("compare")
     total = len(workloads)
+    stranded = sum(1 for e in exclusions if e["every_cluster"] and not e["every_cluster_before"])
+    denials = len(result["denied"]) + stranded
     over = []
     if len(result["moves"]) > args.max_moves.limit(total):
         over.append(f"{len(result['moves'])} moves > --max-moves {args.max_moves}")
-    if len(result["denied"]) > args.max_denials.limit(total):
-        over.append(f"{len(result['denied'])} new denials > --max-denials {args.max_denials}")
+    if denials > args.max_denials.limit(total + len(bindings)):
+        of_them = f" ({stranded} of them bindings excluding every cluster)" if stranded else ""
+        over.append(f"{denials} new denials{of_them} > --max-denials {args.max_denials}")
+    if len(exclusions) > args.max_exclusion_changes.limit(len(bindings)):
+        over.append(f"{len(exclusions)} binding exclusion changes > --max-exclusion-changes "
+                    f"{args.max_exclusion_changes}")
     if compile_errors:
         over.append(f"{len(compile_errors)} module(s) would not compile")
     return {
         **result,
+        "exclusions": exclusions,
         "compile_errors": {m: e for m, e in sorted(compile_errors.items())},
         "proposal": {"modules": proposal.described, "deleted": proposal.deletes,
                      "cluster_labels": [str(c) for c in proposal.labels], "clusters_changed": touched},
-        "summary": {"workloads": total, "clusters": len(clusters), "evaluator": evaluator.name,
+        "summary": {"workloads": total, "bindings": len(bindings), "clusters": len(clusters),
+                    "evaluator": evaluator.name,
                     "evaluations": {"before": before_evals, "after": after_evals},
                     "skipped_modules": snapshot.skipped,
                     "seconds": {**{k: round(v, 3) for k, v in phases.items()},
@@ -453,11 +517,30 @@ def _move(before: list[str] | None, after: list[str] | None) -> str:
     return text
 
 
+def _excluded_names(clusters: list[str] | None) -> str:
+    return "(not decided)" if clusters is None else _names(clusters)
+
+
+def _exclusion(e: Mapping[str, Any]) -> str:
+    text = f"excluded {_excluded_names(e['before'])} → {_excluded_names(e['after'])}"
+    diff = [f"+{c}" for c in e["added"][:SHOWN]] + [f"-{c}" for c in e["removed"][:SHOWN]]
+    if len(e["added"]) + len(e["removed"]) > len(diff):
+        diff.append("…")
+    if diff:
+        text += f"   ({' '.join(diff)})"
+    if e["every_cluster"] and not e["every_cluster_before"]:
+        text += "   EVERY CLUSTER EXCLUDED: the workload could run nowhere"
+    elif e["every_cluster_before"] and not e["every_cluster"]:
+        text += "   (no longer every cluster)"
+    return text
+
+
 def render(doc: dict[str, Any], out: TextIO) -> None:
     s = doc["summary"]
     p = doc["proposal"]
+    karmada = f", {s['bindings']} Karmada bindings" if s.get("bindings") else ""
     out.write(f"What-if: {len(p['modules'])} policy change(s), {len(p['cluster_labels'])} cluster label change(s); "
-              f"{s['workloads']} workloads over {s['clusters']} clusters\n")
+              f"{s['workloads']} workloads{karmada} over {s['clusters']} clusters\n")
     for line in p["modules"]:
         out.write(f"  policy: {line}\n")
     for line in p["cluster_labels"]:
@@ -480,11 +563,15 @@ def render(doc: dict[str, Any], out: TextIO) -> None:
                 ("No longer denied", "undenied", lambda m: "was: " + "; ".join(m["errors_before"])),
                 ("Other annotations would change", "annotations",
                  lambda m: "; ".join(f"{k}: {v['before']!r} → {v['after']!r}" for k, v in m["annotations"].items())))
+    if s.get("bindings"):
+        sections += (("Binding exclusions would change", "exclusions", _exclusion),)
     for title, key, describe in sections:
         items = doc[key]
         out.write(f"\n{title} ({len(items)})" + (":\n" if items else "\n"))
         for m in items:
-            out.write(f"  {m['kind'] or m['resource']} {m['namespace']}/{m['name']}: {describe(m)}\n")
+            where = f"{m['namespace']}/{m['name']}" if m["namespace"] else m["name"]
+            template = f" ({m['template']})" if m.get("template") else ""
+            out.write(f"  {m['kind'] or m['resource']} {where}{template}: {describe(m)}\n")
     if doc["still_denied"]:
         out.write(f"\n{doc['still_denied']} workload(s) denied before and after\n")
     verdict = "; ".join(s["over_threshold"]) if s["over_threshold"] else "within the thresholds"

@@ -3,7 +3,8 @@
 #
 # Query: POST /v1/data/io/k8s/federation/explain/packs with {"input": <object>}
 # (the object exactly as admission sees it). Every pack adds its own key to
-# `packs`; this module adds "placement":
+# `packs`; this module adds "placement" (Karmada's bindings and policies, and
+# every object on Karmada, are the "karmada" pack's: policies/karmada/explain.rego):
 #
 #   {"applies": true,
 #    "summary": "EU jurisdiction required: true, PCI compliance level >= 2: 2 of 5 clusters eligible",
@@ -56,6 +57,7 @@ packs["placement"] := doc if {
 packs["placement"] := doc if {
 	not placement.applies
 	not placement.selector_kind
+	not placement_karmada_explained
 	doc := {
 		"applies": false,
 		"summary": placement_not_applying_summary,
@@ -83,6 +85,17 @@ packs["placement"] := doc if {
 		"clusters": selector_clusters,
 	}
 }
+
+# Karmada's bindings and (Cluster)PropagationPolicies (decided in either control
+# plane) and every object on Karmada (setting control_plane) are explained by the
+# "karmada" pack (policies/karmada/explain.rego); this pack says nothing of them.
+# Rules of policies/karmada/ read by their data path: undefined, not a compile
+# error, while that ConfigMap is not loaded.
+placement_karmada_explained if placement.karmada
+
+placement_karmada_explained if data.io.k8s.federation.karmada.binding
+
+placement_karmada_explained if data.io.k8s.federation.karmada.propagation_policy
 
 placement_not_applying_summary := sprintf("the placement policy constrains ReplicaSets only (%s) through replica-set-preferences, and the kinds %s through the cluster selector (setting selector_kinds)", [
 	placement_kind,
@@ -166,7 +179,8 @@ placement_requested(name) := {"requested": placement_member(name, placement.deve
 
 placement_eu_checks(cluster) := [check] if {
 	placement.eu_required
-	region := object.get(cluster, ["status", "region"], "")
+	# as lib.rego reads it: a Federation v1 Cluster's status.region, else a Karmada Cluster's spec.region
+	region := object.get(cluster, ["status", "region"], object.get(cluster, ["spec", "region"], ""))
 	check := {
 		"requirement": "eu-jurisdiction",
 		"label": "region",

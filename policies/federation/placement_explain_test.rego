@@ -128,6 +128,16 @@ test_odd_cluster_data_is_tolerated if {
 	count(packs.placement.clusters) == 2
 }
 
+# A Karmada Cluster has its region in spec.region: read as lib.rego reads it.
+test_a_spec_region_is_read_as_the_decision_reads_it if {
+	karmada_clusters := {"k-eu": {"metadata": {"labels": {"pci-compliance-level": "2"}}, "spec": {"region": "eu-west-1"}}}
+	packs := explain.packs with input as rs({eu_key: "true"}) with data.kubernetes.clusters as karmada_clusters
+	c := check(packs.placement.clusters["k-eu"], "eu-jurisdiction")
+	c.value == "eu-west-1"
+	c.ok == true
+	packs.placement.clusters["k-eu"].eligible == true
+}
+
 # -- kinds placed through the cluster selector -----------------------------------------
 
 name_label := "fedplace.io/cluster-name"

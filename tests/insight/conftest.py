@@ -6,6 +6,13 @@ deploy/base/policies/policies.yaml under the ids the sync gives them, the
 replicated-root module, and ``data.kubernetes``: four clusters and a few
 ReplicaSets in the namespace ``NS``, each carrying the annotations admission
 gave it (asked of OPA, merged as the webhook merges them).
+
+``karmada`` (function): the same OPA and shipped policies, plus the settings
+module ``control_plane := "karmada"`` (with IngressClass among the template
+kinds), and ``data.kubernetes`` as opa-kube-sync leaves it on karmada-apiserver:
+three Karmada Clusters (region in spec.region), Deployment templates and an
+IngressClass, and their ResourceBindings / ClusterResourceBinding as the
+webhook left them (the decision's annotations merged, then its patch applied).
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jsonpatch
 import pytest
 import yaml
 
@@ -47,6 +55,25 @@ WORKLOADS = {
 }
 
 
+EXCLUDED = "fedplace.io/excluded-clusters"
+WHY = "fedplace.io/placement"
+SETTINGS_ID = f"{POLICY_NS}/fedplace-settings/settings.rego"
+KARMADA_SETTINGS = """package io.k8s.federation.placement.settings
+
+control_plane := "karmada"
+
+karmada_templates := {"Deployment": "deployments", "IngressClass": "ingressclasses"}
+"""
+KARMADA_CLUSTERS = {"eu-1": ("eu-west-1", "3"), "eu-2": ("europe-west4", "1"), "us-1": ("us-east-1", "3")}
+# Template name -> its placement annotations (allowed clusters); each has a ResourceBinding <name>-deployment.
+TEMPLATES = {
+    "web": {EU: "true"},  # eu-1, eu-2
+    "vault": {EU: "true", PCI: "2"},  # eu-1
+    "ledger": {PCI: "3"},  # eu-1, us-1
+    "blog": {},  # anywhere
+}
+
+
 def cluster(name: str, region: str, pci: str) -> dict[str, Any]:
     return {"apiVersion": "federation.fedplace.io/v1beta1", "kind": "Cluster",
             "metadata": {"name": name, "labels": {"pci-compliance-level": pci}}, "status": {"region": region}}
@@ -59,6 +86,30 @@ def rs(name: str, annotations: dict[str, str], namespace: str = NS) -> dict[str,
             "spec": {"replicas": 2, "selector": {"matchLabels": {"app": name}},
                      "template": {"metadata": {"labels": {"app": name}},
                                   "spec": {"containers": [{"name": "app", "image": "nginx:1.27"}]}}}}
+
+
+def karmada_cluster(name: str, region: str, pci: str) -> dict[str, Any]:
+    return {"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+            "metadata": {"name": name, "labels": {"pci-compliance-level": pci}},
+            "spec": {"region": region, "provider": "aws", "syncMode": "Push"}}
+
+
+def template(name: str, annotations: dict[str, str], namespace: str = NS) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}", "annotations": dict(annotations)},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "app", "image": "nginx:1.27"}]}}}}
+
+
+def resource_binding(name: str, placement: dict[str, Any] | None = None, namespace: str = NS) -> dict[str, Any]:
+    """The ResourceBinding Karmada's detector writes for the Deployment ``name``."""
+    spec: dict[str, Any] = {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": namespace,
+                                         "name": name, "uid": f"uid-{name}"}, "replicas": 2}
+    if placement is not None:
+        spec["placement"] = placement
+    return {"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+            "metadata": {"name": f"{name}-deployment", "namespace": namespace}, "spec": spec}
 
 
 def shipped_modules() -> dict[str, str]:
@@ -94,6 +145,15 @@ class Federation:
             obj["metadata"].setdefault("annotations", {})[key] = canonical_value(value)
         return obj
 
+    async def webhooked(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """``obj`` as the webhook leaves it: the decision's annotations merged, then its patches."""
+        decision = await self.client.query("io/k8s/federation/admission", obj) or {}
+        assert not decision.get("errors"), decision
+        for key, value in (decision.get("annotations") or {}).items():
+            obj.setdefault("metadata", {}).setdefault("annotations", {})[key] = canonical_value(value)
+        ops = [op for pack_ops in (decision.get("patches") or {}).values() for op in pack_ops]
+        return jsonpatch.apply_patch(obj, ops) if ops else obj
+
     async def put_workloads(self, objects: list[dict[str, Any]]) -> None:
         await self.client.put_data(["kubernetes", "replicasets", NS],
                                    {o["metadata"]["name"]: o for o in objects})
@@ -125,6 +185,38 @@ async def federation(opa: Any, tmp_path: Path) -> Any:
     await client.put_data(["kubernetes", "clusters"], {n: cluster(n, r, p) for n, (r, p) in CLUSTERS.items()})
     world = Federation(opa, client, tmp_path)
     await world.put_workloads([await world.admitted(rs(n, a)) for n, a in WORKLOADS.items()])
+    yield world
+    if getattr(opa, "external", False):
+        await opa.reset_state()
+    await client.close()
+
+
+@pytest.fixture
+async def karmada(opa: Any, tmp_path: Path) -> Any:
+    """OPA as opa-kube-sync leaves it on karmada-apiserver (see the module docstring)."""
+    client = OpaClient(OpaSettings(url=opa.url, token=opa.token, timeout=60))
+
+    async def put(module_id: str, source: str) -> tuple[int, str]:
+        status, body = await opa.put_policy(module_id, source)
+        return status, json.dumps(body)
+
+    await put_in_dependency_order(put, {**shipped_modules(), SETTINGS_ID: KARMADA_SETTINGS})
+    await client.put_data(["kubernetes", "clusters"],
+                          {n: karmada_cluster(n, r, p) for n, (r, p) in KARMADA_CLUSTERS.items()})
+    await client.put_data(["kubernetes", "deployments", NS], {n: template(n, a) for n, a in TEMPLATES.items()})
+    gate = {"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
+            "metadata": {"name": "gate", "annotations": {EU: "true", PCI: "3"}}}
+    await client.put_data(["kubernetes", "ingressclasses"], {"gate": gate})
+    world = Federation(opa, client, tmp_path)
+    bindings = {}
+    for name in TEMPLATES:
+        b = await world.webhooked(resource_binding(name, {"clusterAffinity": {"exclude": ["zz-user"]}}))
+        bindings[b["metadata"]["name"]] = b
+    await client.put_data(["kubernetes", "resourcebindings", NS], bindings)
+    crb = {"apiVersion": "work.karmada.io/v1alpha2", "kind": "ClusterResourceBinding",
+           "metadata": {"name": "gate-ingressclass"},
+           "spec": {"resource": {"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass", "name": "gate"}}}
+    await client.put_data(["kubernetes", "clusterresourcebindings"], {"gate-ingressclass": await world.webhooked(crb)})
     yield world
     if getattr(opa, "external", False):
         await opa.reset_state()

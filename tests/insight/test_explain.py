@@ -15,9 +15,11 @@ from typing import Any
 
 import yaml
 
+from devstack.karmada import RESOURCE_BINDINGS, install_crds
 from fedplace.common.kube_client import kube_json
 from fedplace.insight import explain
-from tests.insight.conftest import EU, PCI, PREFS, rs, run_command
+from tests.insight.conftest import (EU, EXCLUDED, KARMADA_CLUSTERS, NS, PCI, PREFS, WHY, resource_binding, rs,
+                                    run_command, template)
 
 
 def lines_of(out: str) -> dict[str, str]:
@@ -111,3 +113,116 @@ def test_console_script(federation: Any, tmp_path: Path):
                           text=True, timeout=60, env={**os.environ, "NO_PROXY": "127.0.0.1,localhost"})
     assert proc.returncode == 0, proc.stderr
     assert "2 of 4 clusters eligible" in proc.stdout
+
+
+# -- Karmada (policies/karmada/karmada_explain.rego) ---------------------------------------------------
+
+
+def karmada_rows(out: str) -> dict[str, str]:
+    return {name: line for name, line in lines_of(out).items() if name in KARMADA_CLUSTERS}
+
+
+async def test_explains_a_binding_read_from_the_api_server(karmada: Any, kube: Any, kube_api: Any,
+                                                           kube_namespace: str):
+    """A ResourceBinding the webhook has not narrowed yet: per cluster, each requirement of its
+    template with the cluster's value (region from spec.region, the PCI label), why it is
+    excluded, and what the binding's exclude list has and would get."""
+    await install_crds(kube_api)
+    await karmada.client.put_data(["kubernetes", "deployments", kube_namespace],
+                                  {"vault": template("vault", {EU: "true", PCI: "2"}, namespace=kube_namespace)})
+    body = resource_binding("vault", {"clusterAffinity": {"exclude": ["zz-user"]}}, namespace=kube_namespace)
+    body["spec"]["clusters"] = [{"name": "us-1", "replicas": 2}]
+    await kube_json(kube_api, "POST", RESOURCE_BINDINGS.collection_path(kube_namespace), body=body)
+    argv = ["rb/vault-deployment", "-n", kube_namespace, "--kubeconfig", str(kube.kubeconfig), *karmada.flags()]
+    code, out, err = await run_command(explain, argv)
+    assert code == 0, err
+    assert out.startswith(f"ResourceBinding {kube_namespace}/vault-deployment: admitted\n")
+    assert f'{EXCLUDED} = ["eu-2","us-1"]' in out
+    assert "  patch: add /spec/placement/clusterAffinity/exclude = [\"zz-user\",\"eu-2\",\"us-1\"]" in out
+    assert (f"karmada: Deployment {kube_namespace}/vault: EU jurisdiction required: true, PCI compliance level >= 2: "
+            "1 of 3 clusters allowed, 2 excluded (eu-2, us-1); the decision adds 2 exclusion(s)") in out
+    assert ('  requires: region EU (template annotation policy.federation.alpha.kubernetes.io/'
+            'eu-jurisdiction-required: "true"); PCI >= 2') in out
+    assert ("  excluded clusters: the binding has (none) (fedplace.io/excluded-clusters); "
+            "the decision gives eu-2, us-1") in out
+    assert ("  exclude list clusterAffinity: zz-user → zz-user, eu-2, us-1   "
+            "(+eu-2 +us-1; policy: eu-2, us-1; the binding's own: zz-user)") in out
+    rows = karmada_rows(out)
+    assert list(rows) == ["eu-1", "eu-2", "us-1"]  # allowed first
+    assert rows["eu-1"].startswith("✓ eu-1") and rows["eu-1"].endswith("region eu-west-1 ✓ EU; PCI 3 ✓ >= 2")
+    assert rows["eu-2"].startswith("✗ eu-2  excluded: the decision adds it")
+    assert rows["eu-2"].endswith("region europe-west4 ✓ EU; PCI 1 ✗ >= 2")
+    assert "excluded: the decision adds it, scheduled" in rows["us-1"]
+    assert rows["us-1"].endswith("region us-east-1 ✗ EU; PCI 3 ✓ >= 2")
+    assert "\nplacement:" not in out, "the Federation v1 pack stands down for a binding"
+
+    # Narrowed as the webhook would: every exclusion is the binding's now, nothing to add.
+    admitted = await karmada.webhooked(await kube_json(
+        kube_api, "GET", RESOURCE_BINDINGS.object_path("vault-deployment", kube_namespace)))
+    await kube_json(kube_api, "PUT", RESOURCE_BINDINGS.object_path("vault-deployment", kube_namespace), body=admitted)
+    code, out, err = await run_command(explain, argv)
+    assert code == 0, err
+    assert "patch:" not in out
+    assert out.count("excluded: the binding has it") == 2
+    assert "the binding has eu-2, us-1 (fedplace.io/excluded-clusters); the decision gives eu-2, us-1" in out
+    assert "exclude list clusterAffinity: zz-user, eu-2, us-1 → zz-user, eu-2, us-1   (unchanged; " in out
+    summary = next(line for line in out.splitlines() if line.startswith("karmada:"))
+    assert summary.endswith("; the binding's exclude lists already hold them")
+
+
+async def test_a_binding_no_cluster_can_take_and_json_output(karmada: Any, tmp_path: Path):
+    """Every cluster excluded stands out, with the Event the template gets; -o json has the
+    explanation's exclusions, and they are what the decision's patch does."""
+    await karmada.client.put_data(["kubernetes", "deployments", NS, "nowhere"],
+                                  template("nowhere", {EU: "true", PCI: "9"}))
+    f = tmp_path / "rb.yaml"
+    f.write_text(yaml.safe_dump(resource_binding("nowhere")))
+    code, out, err = await run_command(explain, ["-f", str(f), "--fail-on-denial", *karmada.flags()])
+    assert code == 0, err  # a binding is never denied
+    assert "  ! every cluster excluded: the workload can run nowhere" in out
+    assert "every cluster excluded (0 of 3 allowed): the workload can run nowhere" in out
+    assert f"  event: Warning PlacementUnsatisfiable on Deployment {NS}/nowhere: ResourceBinding nowhere-deployment:" \
+        in out
+    assert all(line.startswith("✗") for line in karmada_rows(out).values())
+    code, out, err = await run_command(explain, ["-f", str(f), "-o", "json", *karmada.flags()])
+    doc = json.loads(out)
+    ex = doc["explanation"]["karmada"]
+    assert list(doc["explanation"]) == ["karmada"]
+    assert ex["every_cluster_excluded"] is True and ex["annotated"] is None
+    assert ex["excluded"] == doc["decision"]["annotations"][EXCLUDED] == ["eu-1", "eu-2", "us-1"]
+    assert ex["why"] == doc["decision"]["annotations"][WHY]
+    [created] = ex["exclusions"]
+    assert created["has"] == [] and created["after"] == ["eu-1", "eu-2", "us-1"]
+    assert doc["decision"]["patches"]["karmada"][0] == {
+        "op": "add", "path": "/spec/placement", "value": {"clusterAffinity": {"exclude": created["after"]}}}
+
+
+async def test_a_template_on_karmada(karmada: Any, tmp_path: Path):
+    """A Deployment on karmada-apiserver (control_plane "karmada"): the clusters its bindings may
+    use, per cluster why; denied when none is left."""
+    f = tmp_path / "deploy.yaml"
+    f.write_text(yaml.safe_dump(template("api", {EU: "true", PCI: "2"})))
+    code, out, err = await run_command(explain, ["-f", str(f), *karmada.flags()])
+    assert code == 0, err
+    assert out.startswith(f"Deployment {NS}/api: admitted\n")
+    assert ("karmada: EU jurisdiction required: true, PCI compliance level >= 2: 1 of 3 clusters allowed; "
+            "its bindings exclude the others") in out
+    rows = karmada_rows(out)
+    assert rows["eu-1"].startswith("✓") and rows["eu-2"].startswith("✗") and rows["us-1"].startswith("✗")
+    assert rows["eu-2"].endswith("region europe-west4 ✓ EU; PCI 1 ✗ >= 2")
+    assert "\nplacement:" not in out
+    f.write_text(yaml.safe_dump(template("api", {EU: "true", PCI: "4"})))
+    code, out, err = await run_command(explain, ["-f", str(f), "--fail-on-denial", *karmada.flags()])
+    assert code == 1, err
+    assert out.startswith(f"Deployment {NS}/api: DENIED\n")
+    assert "  error: no cluster satisfies the placement policy (EU jurisdiction required: true, " \
+           "PCI compliance level >= 4)" in out
+    assert "no cluster satisfies them (0 of 3): the template is denied" in out
+
+
+def test_karmada_kinds_name_their_api_paths():
+    assert explain.KINDS["rb"].object_path("a", "shop") == \
+        "/apis/work.karmada.io/v1alpha2/namespaces/shop/resourcebindings/a"
+    assert explain.KINDS["crb"].object_path("a", "shop") == "/apis/work.karmada.io/v1alpha2/clusterresourcebindings/a"
+    assert explain.KINDS["clusterpropagationpolicy"].object_path("p", "shop") == \
+        "/apis/policy.karmada.io/v1alpha1/clusterpropagationpolicies/p"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+from html import unescape
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable
@@ -22,12 +23,15 @@ import yaml
 
 from fedplace.common.kube_client import KubeApiError, Resource, kube_json
 from devstack.federation import CLUSTER_CRD, CLUSTERS_PATH
+from devstack.karmada import CLUSTERS as KARMADA_CLUSTERS_RES
+from devstack.karmada import RESOURCE_BINDINGS, install_crds
 from devstack.scratch import install_crd, unique_name
 from fedplace.insight import page, report
 from fedplace.insight.view import CONSTRAINT_PREFIX, build_view
 from fedplace.sync.app import SyncApp
 from fedplace.sync.config import parse_args
-from tests.insight.conftest import EU, MANIFEST, PCI, PREFS, cluster, rs, run_command
+from tests.insight.conftest import (EU, EXCLUDED, KARMADA_CLUSTERS, MANIFEST, NS, PCI, PREFS, TEMPLATES, WHY, cluster,
+                                    karmada_cluster, resource_binding, rs, run_command, template)
 
 RS = Resource("apps", "v1", "replicasets", True)
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -328,3 +332,233 @@ async def test_rows_beyond_the_first_come_from_the_json_in_chromium(tmp_path: Pa
     table = dom.split('<table id="workloads">')[1].split("</table>")[0]
     assert table.count("<tr>") == 1 + 250
     assert "insight-shop/w249" in table and "showing 250 of 250" in dom
+
+
+# -- Karmada's bindings ----------------------------------------------------------------------------
+
+
+def binding_rows(html: str) -> list[tuple[str, list[str]]]:
+    """The bindings table's rows in the HTML: (the row's class, its cells' text)."""
+    table = html.split('<table id="bindings">')[1].split("</table>")[0].split("<tbody>")[1]
+    rows = []
+    for tr in table.split("<tr")[1:]:
+        head, _, body = tr.partition(">")
+        cls = head.split('class="')[1].split('"')[0] if 'class="' in head else ""
+        cells = [c.split(">", 1)[1].split("</td")[0] for c in body.split("<td")[1:]]
+        rows.append((cls, [unescape(c) for c in cells]))
+    return rows
+
+
+def karmada_view() -> dict[str, Any]:
+    clusters = {n: karmada_cluster(n, r, p) for n, (r, p) in KARMADA_CLUSTERS.items()}
+    templates = {("Deployment", NS, n): template(n, a) for n, a in TEMPLATES.items()}
+
+    def rb(name: str, excluded: list[str] | None, why: str | None = None, **extra: Any) -> dict[str, Any]:
+        b = resource_binding(name)
+        ann = {**({EXCLUDED: json.dumps(excluded)} if excluded is not None else {}), **({WHY: why} if why else {})}
+        b["metadata"]["annotations"] = ann
+        b["spec"].update(extra)
+        return b
+
+    bindings = [("resourcebindings", rb("web", ["us-1"], "clusters excluded by the placement policy (…): us-1",
+                                        clusters=[{"name": "eu-1", "replicas": 2}])),
+                ("resourcebindings", rb("vault", ["eu-1", "eu-2", "us-1"], "no cluster satisfies <the> policy")),
+                ("resourcebindings", rb("blog", None)),
+                ("resourcebindings", rb("gone", ["eu-1", "eu-2", "us-1"], "template Deployment insight-shop/gone "
+                                                                         "not replicated (yet)")),
+                ("clusterresourcebindings", {"apiVersion": "work.karmada.io/v1alpha2", "kind": "ClusterResourceBinding",
+                                             "metadata": {"name": "gate-ingressclass", "annotations": {EXCLUDED: "[]"}},
+                                             "spec": {"resource": {"kind": "IngressClass", "name": "gate"}}})]
+    return build_view(clusters, [], source="test", bindings=bindings, template_of=templates.get)
+
+
+def test_render_karmada_bindings():
+    view = karmada_view()
+    html = page.render(view, now=1767323050.0)
+    # a Karmada Cluster's region is its spec.region
+    assert [(c["name"], c["region"]) for c in view["clusters"]] == [
+        ("eu-1", "eu-west-1"), ("eu-2", "europe-west4"), ("us-1", "us-east-1")]
+    rows = binding_rows(html)
+    # every cluster excluded first, marked; then by namespace and name
+    assert [r[1][0] for r in rows] == [f"{NS}/gone-deployment", f"{NS}/vault-deployment", "gate-ingressclass",
+                                       f"{NS}/blog-deployment", f"{NS}/web-deployment"]
+    assert [r[0] for r in rows] == ["stranded", "stranded", "", "", ""]
+    gone, vault, gate, blog, web = (r[1] for r in rows)
+    assert vault[2:] == [f"Deployment {NS}/vault", "eu-jurisdiction-required=true, pci-compliance-level=2",
+                         "every cluster — 3: eu-1, eu-2, us-1", "—", "no cluster satisfies <the> policy",
+                         "every cluster excluded"]
+    assert gone[2] == f"Deployment {NS}/gone (not replicated)" and gone[3] == "—"
+    assert web[4:7] == ["1: us-1", "1: eu-1", "clusters excluded by the placement policy (…): us-1"]
+    assert web[-1] == "ok" and gate[1:5] == ["ClusterResourceBinding", "IngressClass gate (not replicated)", "—",
+                                             "none"]
+    assert blog[4] == "—" and blog[-1] == "not decided yet (no fedplace.io/excluded-clusters)"
+    assert "<the>" not in html.split('id="bindings-data"')[0] and "&lt;the&gt;" in html  # escaped
+    assert 'Karmada bindings <span class="muted">(5)</span> <span class="denied-tag">2 with every cluster excluded' \
+        in html
+    assert '5 Karmada bindings (<span class="denied-tag">2 with every cluster excluded</span>)' in html
+    data = json.loads(html.split('<script type="application/json" id="bindings-data">')[1].split("</script>")[0])
+    assert data[1] == vault
+    # without a replicated binding type: no section
+    plain = page.render(build_view({}, [], source="t"))
+    assert 'id="bindings"' not in plain and "Karmada" not in plain
+
+
+KARMADA_TEMPLATES = {"vault": {EU: "true", PCI: "2"}, "ledger": {PCI: "3"}, "blog": {}}
+
+
+@pytest.fixture
+async def karmada_placed(kube: Any, kube_api: Any, opa: Any, kube_namespaces: Any) -> AsyncIterator[dict[str, Any]]:
+    """The API server with Karmada's CRDs, three Karmada Clusters (deleted after), Deployment
+    templates and their ResourceBindings, the policy ConfigMaps; and opa-kube-sync replicating them,
+    remediating the bindings, serving the page."""
+    api = kube_api
+    await install_crds(api)
+    ns, policy_ns = await kube_namespaces.create("insight-k"), await kube_namespaces.create("policy")
+    suffix = unique_name("x").split("-")[1]
+    names = {"eu-a": (f"eu-a-{suffix}", "eu-west-1", "3"), "eu-b": (f"eu-b-{suffix}", "europe-west4", "1"),
+             "us-c": (f"us-c-{suffix}", "us-east-1", "3")}
+    created: list[str] = []
+    services: list[SyncApp] = []
+    try:
+        for name, region, pci in names.values():
+            await kube_json(api, "POST", KARMADA_CLUSTERS_RES.collection_path(None),
+                            body=karmada_cluster(name, region, pci))
+            created.append(name)
+        for doc in yaml.safe_load_all(MANIFEST.read_text()):
+            if doc["metadata"]["name"] in ("fedplace-federation", "fedplace-lib", "fedplace-karmada"):
+                doc["metadata"]["namespace"] = policy_ns
+                await kube_json(api, "POST", f"/api/v1/namespaces/{policy_ns}/configmaps", body=doc)
+        for name, ann in KARMADA_TEMPLATES.items():
+            await kube_json(api, "POST", f"/apis/apps/v1/namespaces/{ns}/deployments",
+                            body=template(name, ann, namespace=ns))
+            await kube_json(api, "POST", RESOURCE_BINDINGS.collection_path(ns), body=resource_binding(
+                name, {"clusterAffinity": {"exclude": ["zz-user"]}}, namespace=ns))
+        svc = SyncApp(parse_args([
+            "--opa-url", opa.url + "/v1", "--kubeconfig", str(kube.kubeconfig), "--listen", "127.0.0.1:0",
+            "--replicate", "apps/v1/deployments", "--replicate", "work.karmada.io/v1alpha2/resourcebindings",
+            "--replicate-cluster", "cluster.karmada.io/v1alpha1/clusters", "--replicate-ignore-namespaces", policy_ns,
+            "--policy-namespace", policy_ns, "--opa-check-interval", "0.2", *REMEDIATE,
+            "--remediate-resource", "work.karmada.io/v1alpha2/resourcebindings", "--placement-page"]))
+        services.append(svc)
+        await svc.start()
+
+        async def ready() -> bool:
+            return svc.is_ready()
+
+        await eventually(ready, 20, "the sync to be ready")
+        yield {"api": api, "ns": ns, "clusters": {k: v[0] for k, v in names.items()},
+               "url": f"http://127.0.0.1:{svc.port}"}
+    finally:
+        for svc in services:
+            await svc.stop()
+        for name in created:
+            try:
+                await kube_json(api, "DELETE", KARMADA_CLUSTERS_RES.object_path(name, None))
+            except KubeApiError:
+                pass
+
+
+async def karmada_remediated(k: dict[str, Any]) -> dict[str, Any]:
+    """Wait for the bindings' first exclusions, then downgrade eu-a to PCI 1: vault (EU, PCI 2) has
+    no cluster left, ledger (PCI 3) loses eu-a; returns the view once all is in."""
+    c = k["clusters"]
+
+    async def view() -> dict[str, Any]:
+        _, text = await get(k["url"] + "/placement.json")
+        return json.loads(text)
+
+    def excluded(v: dict[str, Any], name: str) -> list[str] | None:
+        return next((b["excluded"] for b in v["bindings"] or [] if b["name"] == f"{name}-deployment"), None)
+
+    async def first_pass() -> bool:
+        v = await view()
+        return (excluded(v, "vault") is not None and c["eu-a"] not in excluded(v, "vault")
+                and {c["eu-b"], c["us-c"]} <= set(excluded(v, "vault")) and excluded(v, "blog") is not None)
+
+    await eventually(first_pass, 20, "the remediator to decide the bindings")
+    await kube_json(k["api"], "PATCH", KARMADA_CLUSTERS_RES.object_path(c["eu-a"], None),
+                    body={"metadata": {"labels": {"pci-compliance-level": "1"}}},
+                    content_type="application/merge-patch+json")
+
+    async def downgraded() -> bool:
+        v = await view()
+        return c["eu-a"] in (excluded(v, "vault") or []) and c["eu-a"] in (excluded(v, "ledger") or [])
+
+    await eventually(downgraded, 20, "the bindings re-decided after the downgrade")
+    return await view()
+
+
+async def test_karmada_bindings_served_by_the_sync_and_reported(karmada_placed: dict[str, Any], opa: Any,
+                                                                 tmp_path: Path):
+    k = karmada_placed
+    ns, c = k["ns"], k["clusters"]
+    view = await karmada_remediated(k)
+    bindings = {b["name"]: b for b in view["bindings"]}
+    assert set(bindings) == {"vault-deployment", "ledger-deployment", "blog-deployment"}
+    vault, ledger, blog = bindings["vault-deployment"], bindings["ledger-deployment"], bindings["blog-deployment"]
+    assert view["bindings"][0] is not None and view["bindings"][0]["name"] == "vault-deployment"  # stands out first
+    assert vault["every_cluster_excluded"] is True and set(c.values()) <= set(vault["excluded"])
+    assert vault["template"] == {"kind": "Deployment", "namespace": ns, "name": "vault",
+                                 "text": f"Deployment {ns}/vault", "replicated": True}
+    assert vault["constraints"] == {"eu-jurisdiction-required": "true", "pci-compliance-level": "2"}
+    assert vault["why"].startswith("no cluster satisfies the placement policy (EU jurisdiction required: true, "
+                                   "PCI compliance level >= 2)")
+    assert ledger["every_cluster_excluded"] is False and c["us-c"] not in ledger["excluded"]
+    assert ledger["why"].startswith("clusters excluded by the placement policy (EU jurisdiction required: false, "
+                                    "PCI compliance level >= 3)")
+    assert blog["excluded"] == [] and blog["every_cluster_excluded"] is False
+    assert {x["name"]: x["region"] for x in view["clusters"] if x["name"] in c.values()} == {
+        c["eu-a"]: "eu-west-1", c["eu-b"]: "europe-west4", c["us-c"]: "us-east-1"}
+    assert all(w["resource"] != "resourcebindings" for w in view["workloads"]), "bindings are not workloads"
+
+    status, html = await get(k["url"] + "/placement")
+    assert status == 200
+    rows = binding_rows(html)
+    assert rows[0][0] == "stranded" and rows[0][1][0] == f"{ns}/vault-deployment"
+    assert rows[0][1][-1] == "every cluster excluded" and rows[0][1][2] == f"Deployment {ns}/vault"
+    assert [r[0] for r in rows[1:]] == ["", ""]
+    assert "1 with every cluster excluded" in html.split("</header>")[0]
+
+    # fedplace report: from the sync, and from OPA's replicated data: the same bindings.
+    code, out, err = await run_command(report, ["-o", str(tmp_path / "sync.html"), "--sync-url", k["url"]])
+    assert code == 0, err
+    code, out, err = await run_command(report, ["-o", str(tmp_path / "opa.html"), "--opa-url", opa.url])
+    assert code == 0, err
+    assert "3 Karmada bindings (1 with every cluster excluded)" in out
+    from_sync, from_opa = (binding_rows((tmp_path / f).read_text()) for f in ("sync.html", "opa.html"))
+    assert from_opa == from_sync == rows
+
+
+async def test_karmada_bindings_in_headless_chromium(karmada_placed: dict[str, Any], tmp_path: Path):
+    binary = browser()
+    k = karmada_placed
+    await karmada_remediated(k)
+    dom = await chromium(binary, tmp_path, "--dump-dom", k["url"] + "/placement")
+    assert 'data-rendered-ms="' in dom
+    rows = binding_rows(dom)
+    assert [r[1][0] for r in rows][0] == f"{k['ns']}/vault-deployment"
+    assert rows[0][0] == "stranded" and [r[0] for r in rows[1:]] == ["", ""]
+    assert 'id="bindings-count" class="muted">showing 3 of 3' in dom
+    screenshot = tmp_path / "karmada.png"
+    await chromium(binary, tmp_path, f"--screenshot={screenshot}", "--window-size=1400,1400", k["url"] + "/placement")
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    print(f"screenshot: {screenshot}")
+
+
+async def test_many_bindings_come_from_the_json_in_chromium(tmp_path: Path):
+    """250 bindings: 100 rows in the HTML, the script adds the rest, keeping the marks."""
+    binary = browser()
+    clusters = {"eu-1": karmada_cluster("eu-1", "eu-west-1", "2")}
+    bindings = []
+    for i in range(250):
+        b = resource_binding(f"b{i:03d}")
+        b["metadata"]["annotations"] = {EXCLUDED: json.dumps(["eu-1"] if i % 50 == 0 else [])}
+        bindings.append(("resourcebindings", b))
+    html = tmp_path / "report.html"
+    html.write_text(page.render(build_view(clusters, [], source="test", bindings=bindings)))
+    dom = await chromium(binary, tmp_path, "--window-size=1200,40000", "--virtual-time-budget=3000", "--dump-dom",
+                         html.as_uri())
+    rows = binding_rows(dom)
+    assert len(rows) == 250 and "showing 250 of 250" in dom
+    assert [r[1][0] for r in rows if r[0] == "stranded"] == [f"{NS}/b{i:03d}-deployment" for i in range(0, 250, 50)]
+    assert rows[-1][1][0] == f"{NS}/b249-deployment"

@@ -9,7 +9,9 @@ import pytest
 import yaml
 
 from fedplace.insight import cli
-from fedplace.insight.whatif import LabelChange, Threshold, apply_labels, read_proposal
+from fedplace.insight.evaluate import Decision
+from fedplace.insight.whatif import (LabelChange, Threshold, apply_labels, bindings_of, compare_bindings,
+                                     read_proposal)
 from fedplace.sync.config import parse_args
 from tests.insight.conftest import cluster
 
@@ -96,3 +98,28 @@ def test_the_sync_serves_the_page_only_when_asked():
     assert parse_args([*base, "--placement-page=false"]).placement_page is False
     with pytest.raises(SystemExit):
         parse_args([*base, "--placement-page-refresh", "0"])
+
+
+def test_bindings_and_their_exclusion_changes():
+    rb = {"kind": "ResourceBinding", "metadata": {"name": "a-deployment", "namespace": "shop"},
+          "spec": {"resource": {"kind": "Deployment", "namespace": "shop", "name": "a"}}}
+    crb = {"kind": "ClusterResourceBinding", "metadata": {"name": "g"},
+           "spec": {"resource": {"kind": "IngressClass", "name": "g"}}}
+    data = {"resourcebindings": {"shop": {"a-deployment": rb}}, "clusterresourcebindings": {"g": crb}}
+    found = bindings_of(data, "resourcebindings", "clusterresourcebindings")
+    assert [(b.resource, b.namespace, b.name, b.title) for b in found] == [
+        ("resourcebindings", "shop", "a-deployment", "ResourceBinding shop/a-deployment"),
+        ("clusterresourcebindings", "", "g", "ClusterResourceBinding g")]
+    assert bindings_of(data, "", "") == []
+
+    def decided(excluded: object) -> Decision:
+        return Decision(value={"annotations": {"fedplace.io/excluded-clusters": excluded}})
+
+    changes = compare_bindings(found, [decided(["b"]), decided('["a","b"]')],
+                               [decided(["a", "b"]), Decision(error="boom")], ["a", "b"])
+    assert [(c["name"], c["before"], c["after"], c["added"], c["removed"], c["every_cluster_before"],
+             c["every_cluster"], c["template"]) for c in changes] == [
+        ("a-deployment", ["b"], ["a", "b"], ["a"], [], False, True, "Deployment shop/a"),
+        ("g", ["a", "b"], None, [], ["a", "b"], True, False, "IngressClass g")]
+    assert changes[1]["error"] == "boom"
+    assert compare_bindings(found, [decided([])] * 2, [decided("[]")] * 2, []) == []

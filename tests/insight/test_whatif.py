@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from fedplace.insight import whatif
-from tests.insight.conftest import EU, MANIFEST, PCI, rs, run_command
+from tests.insight.conftest import EU, MANIFEST, NS, PCI, rs, run_command
 
 LIB_ID = "kube-federation-scheduling-policy/fedplace-federation/lib.rego"
 
@@ -170,3 +170,97 @@ async def test_refuses_a_scratch_opa_that_is_live(federation: Any, opa_process: 
 async def test_usage_errors(federation: Any, bad: str):
     with pytest.raises(SystemExit):
         await run_command(whatif, [bad, *federation.flags()])
+
+
+# -- Karmada: the bindings' exclusions ---------------------------------------------------------
+
+
+def exclusions(doc: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    return {e["name"]: (e["before"], e["after"]) for e in doc["exclusions"]}
+
+
+async def test_a_label_change_changes_bindings_exclusions(karmada: Any):
+    """eu-1 downgraded to PCI 1: vault (EU, PCI 2) has no cluster left, ledger (PCI 3) loses eu-1,
+    the IngressClass's ClusterResourceBinding (EU, PCI 3) too; web (EU) and blog are untouched."""
+    code, doc, err = await what_if(karmada, "--cluster-label", "eu-1:pci-compliance-level=1")
+    assert code == 1, err
+    assert exclusions(doc) == {
+        "vault-deployment": (["eu-2", "us-1"], ["eu-1", "eu-2", "us-1"]),
+        "ledger-deployment": (["eu-2"], ["eu-1", "eu-2"]),
+        "gate-ingressclass": (["eu-2", "us-1"], ["eu-1", "eu-2", "us-1"]),
+    }
+    by_name = {e["name"]: e for e in doc["exclusions"]}
+    vault = by_name["vault-deployment"]
+    assert (vault["kind"], vault["namespace"], vault["template"]) == ("ResourceBinding", NS, f"Deployment {NS}/vault")
+    assert vault["added"] == ["eu-1"] and vault["removed"] == []
+    assert vault["every_cluster"] is True and vault["every_cluster_before"] is False
+    assert vault["why"].startswith("no cluster satisfies the placement policy (EU jurisdiction required: true, "
+                                   "PCI compliance level >= 2)")
+    assert by_name["ledger-deployment"]["every_cluster"] is False
+    gate = by_name["gate-ingressclass"]
+    assert (gate["kind"], gate["namespace"], gate["template"]) == ("ClusterResourceBinding", "", "IngressClass gate")
+    s = doc["summary"]
+    assert (s["workloads"], s["bindings"], s["clusters"]) == (0, 5, 3)
+    assert s["over_threshold"] == ["2 new denials (2 of them bindings excluding every cluster) > --max-denials 0",
+                                   "3 binding exclusion changes > --max-exclusion-changes 0"]
+    assert doc["moves"] == [] and doc["annotations"] == []  # the bindings are reported on their own
+    code, doc, err = await what_if(karmada, "--cluster-label", "eu-1:pci-compliance-level=1",
+                                   "--max-exclusion-changes", "60%", "--max-denials", "2")
+    assert code == 0, err
+    code, doc, _ = await what_if(karmada, "--cluster-label", "eu-1:pci-compliance-level=1",
+                                 "--max-exclusion-changes", "40%", "--max-denials", "2")
+    assert doc["summary"]["over_threshold"] == ["3 binding exclusion changes > --max-exclusion-changes 40%"]
+
+    # Taken back: eu-2 upgraded to PCI 3 is allowed to vault, ledger and the IngressClass again.
+    code, doc, _ = await what_if(karmada, "--cluster-label", "eu-2:pci-compliance-level=3")
+    assert {name: (e["added"], e["removed"]) for name, e in ((e["name"], e) for e in doc["exclusions"])} == {
+        "vault-deployment": ([], ["eu-2"]), "ledger-deployment": ([], ["eu-2"]),
+        "gate-ingressclass": ([], ["eu-2"])}
+    assert doc["summary"]["over_threshold"] == ["3 binding exclusion changes > --max-exclusion-changes 0"]
+
+
+async def test_a_proposed_policy_changes_bindings_exclusions(karmada: Any, tmp_path: Path):
+    """EU now means europe-* only: eu-1 (eu-west-1) is excluded for the EU templates."""
+    docs = list(yaml.safe_load_all(MANIFEST.read_text()))
+    cm = next(d for d in docs if d["metadata"]["name"] == "fedplace-federation")
+    lib = tmp_path / "lib.rego"
+    lib.write_text(cm["data"]["lib.rego"].replace("eu_region_pattern := `^(europe-|eu-)|europe$`",
+                                                  "eu_region_pattern := `^europe-`"))
+    code, doc, err = await what_if(karmada, "--policy", str(lib), "--max-exclusion-changes", "100%")
+    assert code == 1, err
+    assert exclusions(doc) == {
+        "web-deployment": (["us-1"], ["eu-1", "us-1"]),
+        "vault-deployment": (["eu-2", "us-1"], ["eu-1", "eu-2", "us-1"]),
+        "gate-ingressclass": (["eu-2", "us-1"], ["eu-1", "eu-2", "us-1"]),
+    }
+    assert doc["summary"]["over_threshold"] == [
+        "2 new denials (2 of them bindings excluding every cluster) > --max-denials 0"]
+
+
+async def test_bindings_in_the_table_and_without_them(karmada: Any):
+    before = await karmada.state()
+    code, out, err = await run_command(whatif, ["--cluster-label", "eu-1:pci-compliance-level=1", *karmada.flags()])
+    assert await karmada.state() == before
+    assert code == 1, err
+    assert "What-if: 0 policy change(s), 1 cluster label change(s); 0 workloads, 5 Karmada bindings over 3 clusters" \
+        in out
+    assert "Binding exclusions would change (3):" in out
+    assert (f"  ResourceBinding {NS}/vault-deployment (Deployment {NS}/vault): excluded eu-2, us-1 → eu-1, eu-2, us-1"
+            "   (+eu-1)   EVERY CLUSTER EXCLUDED: the workload could run nowhere") in out
+    assert (f"  ResourceBinding {NS}/ledger-deployment (Deployment {NS}/ledger): "
+            "excluded eu-2 → eu-1, eu-2   (+eu-1)\n") in out
+    assert "  ClusterResourceBinding gate-ingressclass (IngressClass gate): excluded eu-2, us-1 → " in out
+    # Bindings not looked at (--resource-bindings '' --cluster-resource-bindings ''): no section, no threshold.
+    code, out, err = await run_command(whatif, ["--cluster-label", "eu-1:pci-compliance-level=1",
+                                                "--resource-bindings", "", "--cluster-resource-bindings", "",
+                                                *karmada.flags()])
+    assert code == 0, err
+    assert "Binding exclusions" not in out and "0 workloads over 3 clusters" in out
+
+
+async def test_scratch_opa_gives_the_same_exclusions(karmada: Any, opa_process: Any):
+    argv = ["--cluster-label", "eu-1:pci-compliance-level=1", "--max-exclusion-changes", "100%", "--max-denials", "5"]
+    code, in_process, err = await what_if(karmada, *argv)
+    code2, scratch, err2 = await what_if(karmada, *argv, "--scratch-opa-url", opa_process.url)
+    assert (code, code2) == (0, 0), err + err2
+    assert scratch["exclusions"] == in_process["exclusions"] and len(scratch["exclusions"]) == 3
