@@ -115,6 +115,9 @@ BUILTIN: tuple[ResourceType, ...] = (
     ResourceType("coordination.k8s.io", "v1", "leases", "lease", "Lease", True, allow_create_on_update=True),
     ResourceType("events.k8s.io", "v1", "events", "event", "Event", True, ("ev",), allow_create_on_update=True,
                  watch_cache=False),
+    # What a Deployment's disruption budget is stored as (deploy/, the Helm chart): no eviction here.
+    ResourceType("policy", "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", True,
+                 ("pdb",), status_subresource=True, has_generation=True),
     ResourceType("scheduling.k8s.io", "v1", "priorityclasses", "priorityclass", "PriorityClass", False, ("pc",),
                  has_generation=True),
     ResourceType("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",

@@ -36,6 +36,8 @@ EMPTY_STATUS: dict[tuple[str, str], Obj] = {
                              "numberReady": 0},
     ("batch", "jobs"): {},
     ("batch", "cronjobs"): {},
+    ("policy", "poddisruptionbudgets"): {"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0,
+                                         "expectedPods": 0},
 }
 QOS_RESOURCES = ("cpu", "memory")
 
