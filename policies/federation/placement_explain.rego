@@ -179,6 +179,7 @@ placement_requested(name) := {"requested": placement_member(name, placement.deve
 
 placement_eu_checks(cluster) := [check] if {
 	placement.eu_required
+
 	# as lib.rego reads it: a Federation v1 Cluster's status.region, else a Karmada Cluster's spec.region
 	region := object.get(cluster, ["status", "region"], object.get(cluster, ["spec", "region"], ""))
 	check := {

@@ -78,11 +78,15 @@ templates := data.io.k8s.federation.placement.settings.karmada_templates
 templates_valid if {
 	is_object(templates)
 	every kind, plural in templates {
-		is_string(kind)
-		regex.match(`^[A-Z][A-Za-z0-9]*$`, kind)
-		is_string(plural)
-		regex.match(`^[a-z0-9][-a-z0-9.]*$`, plural)
+		valid_template(kind, plural)
 	}
+}
+
+valid_template(kind, plural) if {
+	is_string(kind)
+	regex.match(`^[A-Z][A-Za-z0-9]*$`, kind)
+	is_string(plural)
+	regex.match(`^[a-z0-9][-a-z0-9.]*$`, plural)
 }
 
 settings_errors contains msg if {
@@ -119,7 +123,14 @@ template_text := sprintf("%s %s/%s", [resource.kind, resource_namespace, resourc
 
 else := sprintf("%s %s", [resource.kind, resource.name])
 
-template_plural := templates[resource.kind] if templates_valid
+# The entry of the binding's kind, checked alone (a remediation pass decides
+# thousands of bindings, each in a scope of its own: the whole map's check
+# would run for each).
+template_plural := plural if {
+	is_object(templates)
+	plural := templates[resource.kind]
+	valid_template(resource.kind, plural)
+}
 
 # The policy decides a binding whose template is of a kind it knows.
 decided if {
@@ -228,16 +239,23 @@ record := r if {
 	is_object(r)
 } else := {}
 
-# The exclude lists of the placement: record key -> {path, current list}.
-locations["clusterAffinity"] := {"path": "/spec/placement/clusterAffinity/exclude", "current": exclude_list(affinity)} if {
+# The exclude lists of the placement, each decided once: record key ->
+# {path, current: the list now, added: what the policy adds, new: the list after}.
+locations["clusterAffinity"] := location("clusterAffinity", "/spec/placement/clusterAffinity/exclude", affinity) if {
 	affinity := placement_spec.clusterAffinity
 	is_object(affinity)
 }
 
-locations[key] := {"path": sprintf("/spec/placement/clusterAffinities/%d/exclude", [i]), "current": exclude_list(term)} if {
+locations[key] := location(key, sprintf("/spec/placement/clusterAffinities/%d/exclude", [i]), term) if {
 	some i, term in placement_spec.clusterAffinities
 	is_object(term)
 	key := sprintf("clusterAffinities/%d", [i])
+}
+
+location(key, path, affinity) := {"path": path, "current": current, "added": added, "new": array.concat(user, added)} if {
+	current := exclude_list(affinity)
+	user := user_exclusions(key, current)
+	added := sort(forbidden - {x | some x in user})
 }
 
 exclude_list(affinity) := l if {
@@ -252,25 +270,22 @@ else := set()
 # The user's exclusions in a list: all of it when it no longer holds what the
 # policy added (Karmada's detector rewrote it from the PropagationPolicy), else
 # the list without the policy's additions. User order kept.
-user_exclusions(key, current) := current if {
-	count(previously_added(key) - {x | some x in current}) > 0
-} else := [x | some x in current; not x in previously_added(key)]
+user_exclusions(key, current) := user_list(previously_added(key), current)
 
-added(key, current) := sort(forbidden - {x | some x in user_exclusions(key, current)})
+user_list(added_before, current) := current if {
+	count(added_before - {x | some x in current}) > 0
+} else := [x | some x in current; not x in added_before]
 
-narrowed(key, current) := array.concat(user_exclusions(key, current), added(key, current))
-
-exclusion_ops contains {"op": "add", "path": loc.path, "value": new} if {
-	some key, loc in locations
-	new := narrowed(key, loc.current)
-	new != loc.current
-	count(new) > 0
+exclusion_ops contains {"op": "add", "path": loc.path, "value": loc.new} if {
+	some loc in locations
+	loc.new != loc.current
+	count(loc.new) > 0
 }
 
 exclusion_ops contains {"op": "remove", "path": loc.path} if {
-	some key, loc in locations
+	some loc in locations
 	count(loc.current) > 0
-	count(narrowed(key, loc.current)) == 0
+	count(loc.new) == 0
 }
 
 exclusion_ops contains {"op": "add", "path": "/spec/placement/clusterAffinity", "value": {"exclude": sort(forbidden)}} if {
@@ -285,10 +300,9 @@ exclusion_ops contains {"op": "add", "path": "/spec/placement", "value": {"clust
 	not is_object(placement_spec)
 }
 
-new_record[key] := list if {
+new_record[key] := loc.added if {
 	some key, loc in locations
-	list := added(key, loc.current)
-	count(list) > 0
+	count(loc.added) > 0
 }
 
 new_record["clusterAffinity"] := sort(forbidden) if {

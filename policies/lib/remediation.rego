@@ -63,10 +63,16 @@ stored(r, namespace, name) := replicated.namespaced_object(r.plural, namespace, 
 
 stored(r, _, name) := replicated.cluster_object(r.plural, name) if not object.get(r, "namespaced", true)
 
+# Only the decision's annotations and errors, in one evaluation: what it would
+# patch or record (its patches and events, the webhook's business) is never
+# computed here.
 notification(plural, namespace, name, obj) := n if {
-	decision := data.io.k8s.federation.placement.decision with input as obj
-	desired := object.get(decision, "annotations", {})
-	errs := [e | some e in object.get(decision, "errors", [])]
+	decision := {
+		"annotations": data.io.k8s.federation.placement.decision.annotations,
+		"errors": data.io.k8s.federation.placement.decision.errors,
+	} with input as obj
+	desired := decision.annotations
+	errs := [e | some e in decision.errors]
 	count(desired) + count(errs) > 0
 	n := {"resource": plural, "namespace": namespace, "name": name, "annotations": desired, "errors": sort(errs)}
 }
