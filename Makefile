@@ -55,6 +55,7 @@ bench: $(STAMP)
 	$(PY) bench/limitrange.py $(BENCH_ARGS)
 	$(PY) bench/schedulingpolicy.py $(BENCH_ARGS)
 	$(PY) bench/insight.py $(BENCH_ARGS)
+	$(PY) bench/karmada.py $(BENCH_ARGS)
 	$(PY) bench/kube_slim.py
 
 # Every benchmark against the real servers (as `make test-real`: both variables set). The engine,
