@@ -1,8 +1,8 @@
 """``fedplace explain``: the decision about one object, and per cluster why.
 
     fedplace explain -f rs.yaml --opa-url …
-    fedplace explain -n shop replicaset/payments --kubeconfig … --opa-url …
-    fedplace explain -n shop deployment/storefront --kubeconfig … --opa-url …
+    fedplace explain replicaset payments -n shop --opa-url …      (kubectl's TYPE NAME)
+    fedplace explain -n shop deployment/storefront --context prod --opa-url …
     fedplace explain -n shop resourcebinding/storefront-deployment --kubeconfig … --opa-url …
 
 Asks OPA two read-only questions about the object (as admission sees it): the
@@ -24,30 +24,59 @@ is explained from its template (policies/karmada/karmada_explain.rego): per clus
 each requirement with the cluster's value and whether the decision excludes
 it, and per exclude list of the binding what it has and what it would get.
 
-Exit status: 0; 1 with ``--fail-on-denial`` when the decision denies; 2 on a
-usage error or when the object or OPA's answer cannot be had.
+Exit status (insight/command.py): 0; 1 with ``--fail-on-denial`` when the
+decision denies; 2 on a usage or input error (the object not found included);
+3 when OPA or the API server cannot be reached.
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import Any, Mapping, TextIO
+import sys
+from typing import Any, Mapping, Sequence, TextIO
+
+import aiohttp
 
 from fedplace.common.annotations import canonical_value
-from fedplace.common.kube_client import KubeApiError, Resource, kube_json, new_api_client
-from fedplace.common.opa_client import OpaClient, OpaError
+from fedplace.common.kube_client import KubeApiError, Resource, kube_json
+from fedplace.common.opa_client import OpaClient
 from fedplace.common.secrets import without_secret_content
+from fedplace.insight.command import Unreachable, UsageError, guarded
 from fedplace.insight.evaluate import Decision
-from fedplace.insight.options import (DECISION, add_kube_arguments, add_opa_arguments, dump, opa_settings,
-                                      read_documents)
+from fedplace.insight.options import (DECISION, add_kube_arguments, add_opa_arguments, add_output_argument,
+                                      check_name, check_namespace, client_config, data_path, dump, namespace_of,
+                                      opa_settings, prepare, read_documents, seconds)
 
-__all__ = ["EXPLAIN", "KINDS", "add_arguments", "explain", "render", "run"]
+__all__ = ["DESCRIPTION", "EPILOG", "EXPLAIN", "KINDS", "add_arguments", "explain", "render", "resolve_type",
+           "run"]
+
+PROG = "fedplace explain"
+DESCRIPTION = """Show what the placement policies decide about one object, and why: the
+decision the admission webhook would make (admitted or denied, the annotations
+and changes it adds) and, for every cluster, whether the object may run there
+and which requirement each cluster meets or misses. The object is read from
+the cluster (TYPE NAME, as kubectl takes it) or from a file (-f). OPA is only
+asked; nothing is changed."""
+EPILOG = """examples:
+  fedplace explain replicaset payments -n shop
+  fedplace explain rs/payments --context prod
+  fedplace explain -f rs.yaml -o json
+  kubectl get rs payments -o yaml | fedplace explain -f -
+
+TYPE is a kind as kubectl names it (replicaset or rs, deployment or deploy,
+statefulset, daemonset, job, cronjob, pod, configmap, secret, service,
+ingress, and Karmada's resourcebinding or rb, clusterresourcebinding or crb,
+propagationpolicy or pp, clusterpropagationpolicy or cpp).
+
+exit status: 0 done; 1 the decision denies (with --fail-on-denial);
+2 usage or input error (the object not found included); 3 OPA or the
+Kubernetes API server cannot be reached."""
 
 EXPLAIN = "io/k8s/federation/explain/packs"
 
 # kubectl's names for the kinds a federation places (singular, plural, short) → resource.
 KINDS: dict[str, Resource] = {}
-for _names, _res in (
+_KIND_NAMES = (
     (("replicaset", "replicasets", "rs"), Resource("apps", "v1", "replicasets")),
     (("deployment", "deployments", "deploy"), Resource("apps", "v1", "deployments")),
     (("statefulset", "statefulsets", "sts"), Resource("apps", "v1", "statefulsets")),
@@ -68,44 +97,107 @@ for _names, _res in (
      Resource("policy.karmada.io", "v1alpha1", "propagationpolicies")),
     (("clusterpropagationpolicy", "clusterpropagationpolicies", "cpp"),
      Resource("policy.karmada.io", "v1alpha1", "clusterpropagationpolicies", namespaced=False)),
-):
+)
+for _names, _res in _KIND_NAMES:
     for _n in _names:
         KINDS[_n] = _res
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("object", nargs="?", metavar="TYPE/NAME",
-                        help="read the object from the API server, e.g. replicaset/payments (with -n)")
-    parser.add_argument("-f", "--filename", metavar="FILE", help="the object from a YAML/JSON file (- for stdin)")
-    parser.add_argument("-n", "--namespace", default="default", help="the object's namespace (default: default)")
-    parser.add_argument("-o", "--output", choices=["text", "json"], default="text")
-    parser.add_argument("--fail-on-denial", action="store_true", help="exit 1 when the decision denies")
-    parser.add_argument("--decision-path", default=DECISION, metavar="PATH", help="the admission decision")
-    parser.add_argument("--explain-path", default=EXPLAIN, metavar="PATH", help="the explanation document")
+    parser.add_argument("object", nargs="*", metavar="TYPE NAME | TYPE/NAME",
+                        help="the object to read from the cluster, e.g. replicaset payments or rs/payments")
+    parser.add_argument("-f", "--filename", metavar="FILE",
+                        help="read the object from a YAML or JSON file instead (- for standard input)")
+    add_output_argument(parser)
+    parser.add_argument("--fail-on-denial", action="store_true", help="exit 1 when the decision denies the object")
+    parser.add_argument("--decision-path", type=data_path, default=DECISION, metavar="PATH",
+                        help=f"the webhook's decision in OPA (default {DECISION})")
+    parser.add_argument("--explain-path", type=data_path, default=EXPLAIN, metavar="PATH",
+                        help=f"the explanation the policies give beside it (default {EXPLAIN})")
+    parser.add_argument("--request-timeout", type=seconds, default=30.0, metavar="SECONDS",
+                        help="how long to wait for the Kubernetes API server (default 30; 30s, 1m also work)")
     add_opa_arguments(parser)
-    add_kube_arguments(parser)
+    add_kube_arguments(parser, namespace_help="the object's namespace (default: the kubeconfig context's "
+                                              "namespace; with -f, filled in when the file has none)")
+
+
+def resolve_type(text: str) -> tuple[str, Resource]:
+    """kubectl's TYPE: a name of :data:`KINDS`, any case, optionally with its group
+    (``replicasets.apps``, ``rb.work.karmada.io``) or version and group (``deployments.v1.apps``)."""
+    name, _, qualifier = text.lower().partition(".")
+    res = KINDS.get(name)
+    if res is not None and qualifier in ("", res.group, f"{res.version}.{res.group}".strip(".")):
+        return name, res
+    kinds = sorted(names[0] for names, _ in _KIND_NAMES)
+    raise UsageError(f"unknown TYPE {text!r}: expected one of {', '.join(kinds)} (or their plurals and short names)")
+
+
+def object_reference(words: Sequence[str]) -> tuple[str, Resource, str, str]:
+    """``TYPE NAME`` or ``TYPE/NAME`` → (what the user wrote, resource, type, name)."""
+    if len(words) == 1:
+        kind, sep, name = words[0].partition("/")
+        if not sep:
+            raise UsageError(f"{words[0]!r}: expected TYPE NAME or TYPE/NAME, e.g. replicaset payments")
+        if not kind or not name:
+            raise UsageError(f"{words[0]!r}: expected TYPE/NAME, e.g. rs/payments")
+    elif len(words) == 2 and "/" not in words[0]:
+        kind, name = words
+    else:
+        raise UsageError(f"{' '.join(words)!r}: explain takes one object, as TYPE NAME or TYPE/NAME")
+    kind, res = resolve_type(kind)
+    return f"{kind}/{name}", res, kind, check_name(name)
 
 
 async def read_object(args: argparse.Namespace) -> dict[str, Any]:
-    """The object to explain; raises ValueError (usage), OSError, KubeApiError."""
+    """The object to explain; raises :class:`UsageError` (and the errors of the API server)."""
     if bool(args.filename) == bool(args.object):
-        raise ValueError("give either -f FILE or TYPE/NAME")
+        raise UsageError("give the object as TYPE NAME (or TYPE/NAME), or -f FILE" if not args.filename
+                         else "give either -f FILE or TYPE NAME, not both")
     if args.filename:
-        docs = [d for d in read_documents(args.filename) if isinstance(d, dict)]
-        if len(docs) != 1:
-            raise ValueError(f"{args.filename}: expected one object, found {len(docs)}")
-        return docs[0]
-    kind, sep, name = args.object.partition("/")
-    res = KINDS.get(kind.lower())
-    if not sep or not name or res is None:
-        raise ValueError(f"{args.object!r}: expected TYPE/NAME with TYPE one of {', '.join(sorted(KINDS))}")
-    api = await new_api_client(args.kubeconfig)
+        return _from_file(args)
+    text, res, kind, name = object_reference(args.object)
+    namespace = namespace_of(args) if res.namespaced else None
+    where = f" in namespace {namespace}" if namespace else ""
+    config = client_config(args)
+    api = await config.api_client()
     try:
-        obj = await kube_json(api, "GET", res.object_path(name, args.namespace))
+        obj = await kube_json(api, "GET", res.object_path(name, namespace), timeout=args.request_timeout)
+    except KubeApiError as exc:
+        if exc.status == 404:
+            raise UsageError(f"cannot read {text}{where}: not found") from None
+        raise KubeApiError(exc.status, exc.reason, f"cannot read {text}{where}: {exc.message}", exc.body) from None
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        reason = "timed out" if isinstance(exc, TimeoutError) else f"{exc.__class__.__name__}: {exc}"
+        raise Unreachable(f"cannot reach the Kubernetes API server {api.configuration.host} "
+                          f"({config.source}): {reason}") from None
     finally:
         await api.close()
+    if not isinstance(obj, dict):
+        raise Unreachable(f"cannot read {text}{where}: the API server's answer is not an object")
     obj.setdefault("kind", obj.get("kind") or kind)
     obj.setdefault("apiVersion", res.api_version)
+    return obj
+
+
+def _from_file(args: argparse.Namespace) -> dict[str, Any]:
+    docs = list(read_documents(args.filename))
+    objects = [d for d in docs if isinstance(d, dict)]
+    name = "standard input" if args.filename == "-" else args.filename
+    if len(objects) != 1 or len(docs) != 1:
+        raise UsageError(f"{name}: expected one object (a YAML or JSON mapping), found "
+                         + (f"{len(objects)} objects" if len(objects) != 1 else f"{len(docs)} documents"))
+    obj = objects[0]
+    meta = obj.get("metadata")
+    if meta is not None and not isinstance(meta, dict):
+        raise UsageError(f"{name}: metadata must be a mapping")
+    if args.namespace is not None:  # kubectl's rule for -f: -n fills the namespace in, or must agree with it
+        check_namespace(args.namespace)
+        res = KINDS.get(str(obj.get("kind", "")).lower())
+        own = (meta or {}).get("namespace")
+        if own and own != args.namespace:
+            raise UsageError(f"{name}: the object's namespace {own!r} does not match -n {args.namespace}")
+        if not own and (res is None or res.namespaced):
+            obj["metadata"] = {**(meta or {}), "namespace": args.namespace}
     return obj
 
 
@@ -116,9 +208,27 @@ async def explain(opa: OpaClient, obj: Mapping[str, Any], decision_path: str = D
     obj = without_secret_content(dict(obj))
     decision = await opa.query(decision_path, obj)
     packs = await opa.query(explain_path, obj)
-    meta = obj.get("metadata") or {}
-    return {"object": {"kind": obj.get("kind"), "namespace": meta.get("namespace"), "name": meta.get("name")},
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+
+    def text(value: Any) -> str | None:
+        return None if value is None else str(value)
+
+    return {"object": {"kind": text(obj.get("kind")), "namespace": text(meta.get("namespace")),
+                       "name": text(meta.get("name"))},
             "decision": decision, "explanation": packs if isinstance(packs, dict) else None}
+
+
+def _list(value: Any) -> list[Any]:
+    """A list from OPA's answer, or none (the answer of another path than the policies' may be anything)."""
+    return value if isinstance(value, list) else []
+
+
+def _dicts(value: Any) -> list[Mapping[str, Any]]:
+    return [v for v in _list(value) if isinstance(v, dict)]
+
+
+def _dict(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _check(c: Mapping[str, Any]) -> str:
@@ -151,11 +261,11 @@ def _exclusions(ex: Mapping[str, Any], out: TextIO) -> None:
         out.write("  ! every cluster excluded: the workload can run nowhere\n")
     out.write(f"  excluded clusters: the binding has {_names(ex.get('annotated'))} (fedplace.io/excluded-clusters); "
               f"the decision gives {_names(ex.get('excluded'))}\n")
-    lists = [entry for entry in ex.get("exclusions") or [] if isinstance(entry, dict)]
+    lists = _dicts(ex.get("exclusions"))
     if not lists:
         out.write("  exclude lists: none, and the decision adds none\n")
     for entry in lists:
-        change = [f"+{c}" for c in entry.get("added") or []] + [f"-{c}" for c in entry.get("removed") or []]
+        change = [f"+{c}" for c in _list(entry.get("added"))] + [f"-{c}" for c in _list(entry.get("removed"))]
         parts = [" ".join(change)] if change else ["unchanged"]
         if entry.get("policy"):
             parts.append(f"policy: {_names(entry['policy'])}")
@@ -177,12 +287,12 @@ def render(doc: Mapping[str, Any], out: TextIO) -> None:
     for k, v in sorted(decision.annotations.items()):
         out.write(f"  {k} = {canonical_value(v)}\n")
     value = doc["decision"] if isinstance(doc["decision"], dict) else {}
-    patches = [*(value.get("patch") or [])] + [op for ops in (value.get("patches") or {}).values() for op in ops or []]
+    patches = _list(value.get("patch")) + [op for ops in _dict(value.get("patches")).values() for op in _list(ops)]
     for op in patches:
         if isinstance(op, dict):
             out.write(f"  patch: {op.get('op')} {op.get('path')}"
                       f"{' = ' + canonical_value(op['value']) if 'value' in op else ''}\n")
-    for event in value.get("events") or []:
+    for event in _list(value.get("events")):
         if isinstance(event, dict):
             about = event.get("object") if isinstance(event.get("object"), dict) else {}
             where = f"{about.get('namespace')}/{about.get('name')}" if about.get("namespace") else about.get("name")
@@ -199,42 +309,38 @@ def render(doc: Mapping[str, Any], out: TextIO) -> None:
         if not ex.get("applies", True):
             continue
         reqs = [f"{r.get('label') or r.get('name')} {r.get('required', '')}".strip()
-                + (f" ({r['source']})" if r.get("source") else "") for r in ex.get("requirements") or []]
+                + (f" ({r['source']})" if r.get("source") else "") for r in _dicts(ex.get("requirements"))]
         if reqs:
             out.write("  requires: " + "; ".join(reqs) + "\n")
-        for c in ex.get("checks") or []:
+        for c in _dicts(ex.get("checks")):
             out.write(f"  {'✓' if c.get('ok') else '✗'} {_check(c)}\n")
         _exclusions(ex, out)
         rows = []
-        for name, entry in sorted((ex.get("clusters") or {}).items(), key=_cluster_order):
+        clusters = {str(k): v for k, v in _dict(ex.get("clusters")).items() if isinstance(v, dict)}
+        for name, entry in sorted(clusters.items(), key=_cluster_order):
             flags = ["selected"] if entry.get("selected") else []
             if entry.get("requested") is not None:
                 flags.append("requested" if entry["requested"] else "not requested")
-            flags += [str(f) for f in entry.get("flags") or []]
+            flags += [str(f) for f in _list(entry.get("flags"))]
             rows.append(("✓" if entry.get("eligible") else "✗", name, ", ".join(flags),
-                         "; ".join(_check(c) for c in entry.get("checks") or [])))
+                         "; ".join(_check(c) for c in _dicts(entry.get("checks")))))
         width = [max((len(r[i]) for r in rows), default=0) for i in (1, 2)]
         for mark, name, flags, checks in rows:
             out.write(f"  {mark} {name.ljust(width[0])}  {flags.ljust(width[1])}  {checks}".rstrip() + "\n")
 
 
-async def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    try:
-        obj = await read_object(args)
-    except (ValueError, OSError) as exc:
-        err.write(f"fedplace explain: {exc}\n")
-        return 2
-    except KubeApiError as exc:
-        err.write(f"fedplace explain: cannot read {args.object} in {args.namespace}: {exc}\n")
-        return 2
-    try:
-        async with OpaClient(opa_settings(args)) as opa:
-            doc = await explain(opa, obj, args.decision_path, args.explain_path)
-    except OpaError as exc:
-        err.write(f"fedplace explain: OPA: {exc}\n")
-        return 2
-    if args.output == "json":
-        out.write(dump(doc) + "\n")
+async def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    prepare(args, getattr(args, "prog", PROG), err)
+    obj = await read_object(args)
+    async with OpaClient(opa_settings(args)) as opa:
+        doc = await explain(opa, obj, args.decision_path, args.explain_path)
+    if args.output in ("json", "yaml"):
+        out.write(dump(doc, args.output) + "\n")
     else:
         render(doc, out)
     return 1 if args.fail_on_denial and Decision(value=doc["decision"]).denied else 0
+
+
+async def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    """The command (exit status as the module docstring says; every error one line on ``err``)."""
+    return await guarded(getattr(args, "prog", PROG), _run, args, out, err)

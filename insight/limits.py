@@ -13,25 +13,48 @@ is what the webhook decides.
 
     fedplace-limits --namespace shop --opa-url http://127.0.0.1:8181 --opa-token-file token
     fedplace-limits -n shop --output json
+    fedplace-limits                 (the kubeconfig context's namespace)
+    fedplace-limits -A              (every namespace with replicated LimitRanges)
 
-Exit status: 0; 1 with ``--fail-on-violations`` when a workload violates a
-limit; 2 on a usage error or when OPA cannot answer (the pack not loaded
-included). It is also ``fedplace limits`` (:mod:`fedplace.insight.cli`), built from the
-same :func:`add_arguments` and :func:`run`.
+Exit status (insight/command.py): 0; 1 with ``--fail-on-violations`` when a
+workload violates a limit; 2 on a usage error or when OPA has no answer (the
+pack not loaded); 3 when OPA cannot be reached. It is also ``fedplace limits``
+(:mod:`fedplace.insight.cli`), built from the same :func:`add_arguments` and
+:func:`run`.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
 import sys
 from typing import Any, Sequence, TextIO
 
-from fedplace.common.opa_client import OpaClient, OpaError, OpaSettings
-from fedplace.insight.options import add_opa_arguments, opa_settings
+from fedplace.common.opa_client import OpaClient, OpaError, OpaMalformedResponse, OpaSettings, OpaUnavailable
+from fedplace.insight import command
+from fedplace.insight.command import CliError, guarded
+from fedplace.insight.options import (add_kube_arguments, add_opa_arguments, add_output_argument, check_namespace,
+                                      dump, namespace_of, opa_settings, prepare, segment)
 
-__all__ = ["REPORT", "add_arguments", "main", "render", "report", "run"]
+__all__ = ["DESCRIPTION", "EPILOG", "REPORT", "add_arguments", "build_parser", "main", "namespaces", "render",
+           "report", "run"]
+
+PROG = "fedplace-limits"
+DESCRIPTION = """\
+Show a namespace's effective limits — what all of its LimitRanges together
+give containers and pods: every bound, the defaults as the API server stores
+them and which of them apply — and every replicated workload of the namespace
+checked against them now: the violations the admission webhook would answer,
+and the defaults it would add. OPA is asked, so what is shown is what the
+webhook decides."""
+EPILOG = """\
+examples:
+  fedplace-limits -n shop --opa-url https://opa.example:8181 --opa-token-file reader.token
+  fedplace-limits -o json
+  fedplace-limits -A --fail-on-violations
+
+exit status: 0 done; 1 a workload violates a limit (with --fail-on-violations);
+2 usage or input error, or OPA has no answer (the LimitRange policies not
+loaded); 3 OPA cannot be reached."""
 
 REPORT = "io/k8s/federation/limitrange/view/report"
 POD_BEARING = ("pods", "replicasets", "deployments", "statefulsets", "daemonsets", "jobs", "cronjobs")
@@ -40,13 +63,17 @@ COLUMNS = ("LimitRange", "Type", "Resource", "Min", "Max", "Default Request", "D
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-n", "--namespace", required=True, help="the namespace to show")
     parser.add_argument("--resources", default=",".join(POD_BEARING), metavar="PLURAL[,PLURAL…]",
-                        help="the replicated kinds to check (default: every pod-bearing kind; "
+                        help="the replicated kinds to check (default: every kind that makes pods; "
                              "kinds opa-kube-sync does not replicate are skipped)")
-    parser.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    add_output_argument(parser)
     parser.add_argument("--fail-on-violations", action="store_true", help="exit 1 when a workload violates a limit")
+    parser.add_argument("--replicate-path", type=segment, default="kubernetes", metavar="ROOT",
+                        help="where opa-kube-sync puts the replicated objects in OPA, for -A (default kubernetes)")
     add_opa_arguments(parser)
+    add_kube_arguments(parser, all_namespaces=True,
+                       namespace_help="the namespace to show (default: the kubeconfig context's namespace; "
+                                      "only the kubeconfig is read, not the cluster)")
 
 
 async def report(settings: OpaSettings, namespace: str, resources: Sequence[str]) -> dict[str, Any]:
@@ -72,7 +99,7 @@ def _default(value: str, source: str, own: str, applies: bool) -> str:
 
 
 def render(doc: dict[str, Any], out: TextIO) -> None:
-    """The report as tables (what ``--output table`` prints)."""
+    """The report as tables (what ``--output text`` prints)."""
     ns = doc.get("namespace", "")
     names = doc.get("limitRanges") or []
     if not names:
@@ -111,30 +138,60 @@ def render(doc: dict[str, Any], out: TextIO) -> None:
             out.write(f"    {d}\n")
 
 
-async def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+async def namespaces(settings: OpaSettings, root: str) -> list[str]:
+    """The namespaces with replicated LimitRanges (for ``-A``)."""
+    async with OpaClient(settings) as opa:
+        found = await opa.get_data([root, "limitranges"])
+    return sorted(ns for ns, items in found.items() if isinstance(items, dict) and items) \
+        if isinstance(found, dict) else []
+
+
+async def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    prepare(args, getattr(args, "prog", PROG), err)
     settings = opa_settings(args)
     resources = [r.strip() for r in args.resources.split(",") if r.strip()]
+    every = getattr(args, "all_namespaces", False)
+    if every and args.namespace is not None:
+        raise CliError("give -n NAMESPACE or -A, not both")
     try:
-        doc = await report(settings, args.namespace, resources)
+        if every:
+            names = [check_namespace(ns, "a replicated namespace")
+                     for ns in await namespaces(settings, args.replicate_path)]
+        else:
+            names = [namespace_of(args)]
+        docs = [await report(settings, ns, resources) for ns in names]
     except OpaError as exc:
-        err.write(f"fedplace-limits: cannot get the report from OPA: {exc}\n"
-                  "(is the fedplace-limitrange ConfigMap loaded?)\n")
-        return 2
-    if args.output == "json":
-        out.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        code = command.EXIT_UNREACHABLE if isinstance(exc, (OpaUnavailable, OpaMalformedResponse)) else command.EXIT_USAGE
+        hint = "" if code == command.EXIT_UNREACHABLE else " (is the fedplace-limitrange ConfigMap loaded?)"
+        raise CliError(f"cannot get the report from OPA: {exc}{hint}", code) from None
+    if args.output in ("json", "yaml"):
+        out.write(dump({"items": docs} if every else docs[0], args.output) + "\n")
+    elif every and not docs:
+        out.write("No LimitRanges in OPA's replicated data (is opa-kube-sync run with --replicate v1/limitranges?).\n")
     else:
-        render(doc, out)
-    violating = any(w["violations"] for w in doc.get("workloads") or [])
+        for i, doc in enumerate(docs):
+            out.write("\n" if i else "")
+            render(doc, out)
+    violating = any(w["violations"] for doc in docs for w in doc.get("workloads") or [])
     return 1 if args.fail_on_violations and violating else 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="fedplace-limits",
-        description="The effective limits of a namespace's LimitRanges, and the replicated workloads that "
-                    "violate them now (asks OPA: the LimitRange pack's view).")
+async def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    """The command (exit status as the module docstring says; every error one line on ``err``)."""
+    return await guarded(getattr(args, "prog", PROG), _run, args, out, err)
+
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    parser = command.Parser(prog=prog, description=DESCRIPTION, epilog=EPILOG,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {command.version()}")
     add_arguments(parser)
-    return asyncio.run(run(parser.parse_args(argv)))
+    parser.set_defaults(run=run, prog=prog)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return command.main(build_parser(), argv)
 
 
 if __name__ == "__main__":

@@ -36,12 +36,13 @@ A proposed policy is given with ``--policy`` (repeatable):
   one), else a new module ``what-if/<file name>``;
 * a directory: each of its ``*.rego`` files but tests, as above.
 
-Exit status: 0; 1 when more workloads would move than ``--max-moves`` or be
-newly denied than ``--max-denials`` (a binding that would newly exclude every
-cluster counts as a denial: its workload could run nowhere), more bindings'
-exclusions would change than ``--max-exclusion-changes`` (counts, or shares
-like ``5%``; all 0 by default), or a proposed module would not compile; 2 on a
-usage error or when OPA cannot be read.
+Exit status (insight/command.py): 0; 1 when more workloads would move than
+``--max-moves`` or be newly denied than ``--max-denials`` (a binding that would
+newly exclude every cluster counts as a denial: its workload could run
+nowhere), more bindings' exclusions would change than
+``--max-exclusion-changes`` (counts, or shares like ``5%``; all 0 by default),
+or a proposed module would not compile; 2 on a usage or input error (nothing
+proposed included); 3 when OPA cannot be reached.
 """
 
 from __future__ import annotations
@@ -49,23 +50,53 @@ from __future__ import annotations
 import argparse
 import copy
 import fnmatch
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence, TextIO
 
 from fedplace.common.annotations import canonical_value
-from fedplace.common.opa_client import OpaClient, OpaError
+from fedplace.common.opa_client import OpaClient
 from fedplace.insight.evaluate import (BindingsEvaluator, Decision, Evaluator, EvaluatorUnavailable,
                                        ScratchOpaEvaluator, bindings_available, install_command, system_module)
+from fedplace.insight.command import UsageError, guarded, warn
 from fedplace.insight.inputs import analyse, projection
-from fedplace.insight.options import (DEFAULT_POLICY_NAMESPACE, add_data_arguments, add_opa_arguments, decision_path,
-                                      dump, opa_settings, read_documents, split_list)
+from fedplace.insight.options import (DEFAULT_POLICY_NAMESPACE, add_data_arguments, add_opa_arguments,
+                                      add_output_argument, check_namespace, check_token_file,
+                                      decision_path, dump, http_url, opa_settings, prepare, read_documents,
+                                      read_text, split_list)
 from fedplace.insight.view import EXCLUDED, PREFS, SOURCE, WHY, effective_placement, excluded_of, template_key, \
     template_text
 
-__all__ = ["LabelChange", "Proposal", "Snapshot", "Threshold", "Workload", "add_arguments", "bindings_of",
-           "compare_bindings", "decide_workloads", "evaluate", "read_live", "run"]
+__all__ = ["DESCRIPTION", "EPILOG", "LabelChange", "PolicySource", "Proposal", "Snapshot", "Threshold", "Workload",
+           "add_arguments", "bindings_of", "compare_bindings", "decide_workloads", "evaluate", "load_policies",
+           "read_live", "read_proposal", "run"]
+
+PROG = "fedplace what-if"
+DESCRIPTION = """\
+Show what a proposed policy change or cluster label change would do before it
+is made: the workloads that would move to other clusters, those that would be
+denied (or no longer denied), other annotations that would change, Karmada
+bindings whose excluded clusters would change, and policy modules that would
+not compile. The live OPA is only read: the proposal is tried on a copy of its
+policies and data, and no Kubernetes object is read or changed."""
+EPILOG = """\
+examples:
+  fedplace what-if --policy policies.yaml --opa-url https://opa.example:8181 --opa-token-file reader.token
+  fedplace what-if --cluster-label 'aws-eu-central-1:pci-compliance-level=1'
+  fedplace what-if --policy placement.rego --cluster-label 'gce-*:tier-' -o json
+  fedplace what-if --policy policies.yaml --max-moves 2% --max-denials 0    (a CI gate)
+
+--policy takes a manifest with policy ConfigMaps (each replaces the modules of
+the ConfigMap of that name, as opa-kube-sync would load it), a .rego file
+(replacing the loaded module of that file name, else added), ID=FILE (that
+module), or a directory of .rego files. --cluster-label CLUSTER:KEY=VALUE sets
+a label, CLUSTER:KEY- removes it; CLUSTER is a name or a glob such as 'gce-*'.
+
+exit status: 0 within the thresholds; 1 more moves, new denials or exclusion
+changes than the thresholds allow, or a module would not compile; 2 usage or
+input error (nothing proposed included); 3 OPA cannot be reached."""
 
 SHOWN = 8  # cluster names shown per side of a move in the table
 _ANALYSES: dict[Any, Any] = {}  # the last analysis, by decision and module set
@@ -156,30 +187,35 @@ class Workload:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--policy", action="append", default=[], metavar="FILE|ID=FILE|DIR",
-                        help="a proposed policy: a ConfigMap manifest, a .rego file, ID=FILE, or a directory "
-                             "(repeatable)")
-    parser.add_argument("--cluster-label", action="append", default=[], type=LabelChange.parse,
-                        metavar="CLUSTER:KEY=VALUE|CLUSTER:KEY-",
-                        help="a proposed label change on the clusters matching CLUSTER (a name or a glob; "
-                             "repeatable)")
-    parser.add_argument("--policy-namespace", default=DEFAULT_POLICY_NAMESPACE,
-                        help="namespace of ConfigMaps that name none")
-    parser.add_argument("--max-moves", type=Threshold.parse, default=Threshold(count=0), metavar="N|P%",
-                        help="exit 1 when more workloads would move (default 0)")
-    parser.add_argument("--max-denials", type=Threshold.parse, default=Threshold(count=0), metavar="N|P%",
-                        help="exit 1 when more workloads would be newly denied, or Karmada bindings newly "
-                             "exclude every cluster (default 0)")
-    parser.add_argument("--max-exclusion-changes", type=Threshold.parse, default=Threshold(count=0), metavar="N|P%",
-                        help="exit 1 when the exclusions of more Karmada bindings would change (default 0; "
-                             "a share is of the bindings)")
-    parser.add_argument("--evaluator", choices=["auto", "opa-bindings", "scratch-opa"], default="auto",
-                        help="where to evaluate: OPA in process (opa_bindings), or the OPA of --scratch-opa-url; "
-                             "auto takes the first available, scratch-opa when its URL is given")
-    parser.add_argument("--scratch-opa-url", metavar="URL",
-                        help="an OPA server of your own to evaluate in (its policies and data are replaced)")
-    parser.add_argument("--scratch-opa-token-file", metavar="FILE", help="bearer token for --scratch-opa-url")
-    parser.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    group = parser.add_argument_group("the proposal (at least one)")
+    group.add_argument("--policy", action="append", default=[], metavar="FILE|ID=FILE|DIR",
+                       help="a proposed policy: a manifest with ConfigMaps, a .rego file, ID=FILE, or a directory "
+                            "of .rego files (repeatable)")
+    group.add_argument("--cluster-label", action="append", default=[], type=LabelChange.parse,
+                       metavar="CLUSTER:KEY=VALUE|CLUSTER:KEY-",
+                       help="a proposed label change on the clusters matching CLUSTER, a name or a glob "
+                            "(repeatable)")
+    group.add_argument("--policy-namespace", default=DEFAULT_POLICY_NAMESPACE, metavar="NAMESPACE",
+                       help=f"the namespace of ConfigMaps that name none (default {DEFAULT_POLICY_NAMESPACE})")
+    gate = parser.add_argument_group("thresholds (exit 1 above them)")
+    gate.add_argument("--max-moves", type=Threshold.parse, default=Threshold(count=0), metavar="N|P%",
+                      help="exit 1 when more workloads would move (a count or a share; default 0)")
+    gate.add_argument("--max-denials", type=Threshold.parse, default=Threshold(count=0), metavar="N|P%",
+                      help="exit 1 when more workloads would be newly denied, or Karmada bindings newly "
+                           "exclude every cluster (default 0)")
+    gate.add_argument("--max-exclusion-changes", type=Threshold.parse, default=Threshold(count=0), metavar="N|P%",
+                      help="exit 1 when the excluded clusters of more Karmada bindings would change (default 0; "
+                           "a share is of the bindings)")
+    where = parser.add_argument_group("where to evaluate")
+    where.add_argument("--evaluator", choices=["auto", "opa-bindings", "scratch-opa"], default="auto",
+                       help="OPA inside this command (opa-bindings, when installed) or an OPA server of your own "
+                            "(scratch-opa, with --scratch-opa-url); auto: the server when its URL is given, "
+                            "else OPA inside this command")
+    where.add_argument("--scratch-opa-url", type=http_url, metavar="URL",
+                       help="an OPA server of your own to evaluate in (its policies and data are replaced; "
+                            "never the live OPA)")
+    where.add_argument("--scratch-opa-token-file", metavar="FILE", help="bearer token for --scratch-opa-url")
+    add_output_argument(parser)
     add_data_arguments(parser)
     add_opa_arguments(parser)
 
@@ -188,55 +224,113 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _rego_files(directory: Path) -> list[Path]:
-    return sorted(p for p in directory.glob("*.rego") if not p.name.endswith("_test.rego"))
+    try:
+        return sorted(p for p in directory.glob("*.rego") if not p.name.endswith("_test.rego") and p.is_file())
+    except OSError as exc:
+        raise UsageError(f"--policy {directory}: {exc.strerror or exc}") from None
 
 
 def _module_for(path: Path, live_ids: Sequence[str]) -> str:
     matches = [m for m in live_ids if m == path.name or m.endswith("/" + path.name)]
     if len(matches) > 1:
-        raise ValueError(f"{path}: several loaded modules are called {path.name} ({', '.join(matches)}); "
+        raise UsageError(f"--policy {path}: several loaded modules are called {path.name} ({', '.join(matches)}); "
                          "say which with ID=FILE")
     return matches[0] if matches else f"what-if/{path.name}"
 
 
-def read_proposal(policies: Sequence[str], labels: Sequence[LabelChange], live_ids: Sequence[str],
-                  policy_namespace: str) -> Proposal:
-    """The module changes and label changes asked for; raises ValueError (unreadable input)."""
-    out = Proposal(labels=list(labels))
+@dataclass
+class PolicySource:
+    """One proposed policy, read and checked (:func:`load_policies`), before it is matched with
+    the live modules: a module of a given id, a .rego file (its id from the loaded modules), or
+    a ConfigMap (its modules ``prefix + key``)."""
+
+    origin: str
+    module_id: str | None = None  # ID=FILE
+    path: Path | None = None  # a .rego file
+    source: str = ""
+    prefix: str = ""  # a ConfigMap: "<namespace>/<name>/"
+    modules: dict[str, str] | None = None  # a ConfigMap: key -> source
+
+
+def _configmap(doc: Mapping[str, Any], spec: str, policy_namespace: str) -> PolicySource:
+    meta = doc.get("metadata")
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
+        raise UsageError(f"--policy {spec}: a ConfigMap without metadata.name")
+    namespace = meta.get("namespace") or policy_namespace
+    if not isinstance(namespace, str):
+        raise UsageError(f"--policy {spec}: ConfigMap {meta['name']}: metadata.namespace must be a string")
+    data = doc.get("data")
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise UsageError(f"--policy {spec}: ConfigMap {namespace}/{meta['name']}: data must be a mapping of "
+                         f"module names to Rego, found a {type(data).__name__}")
+    modules = {}
+    for key, source in data.items():
+        if not isinstance(source, str):
+            raise UsageError(f"--policy {spec}: ConfigMap {namespace}/{meta['name']}: data.{key} must be a string "
+                             f"(the module's Rego), found a {type(source).__name__}")
+        modules[str(key)] = source
+    return PolicySource(spec, prefix=f"{namespace}/{meta['name']}/", modules=modules)
+
+
+def load_policies(policies: Sequence[str], policy_namespace: str = DEFAULT_POLICY_NAMESPACE) -> list[PolicySource]:
+    """Every ``--policy`` read and checked (no server is asked); raises :class:`UsageError`."""
+    out: list[PolicySource] = []
     for spec in policies:
+        if not spec:
+            raise UsageError("--policy: empty file name")
         module_id, sep, file = spec.partition("=")
         if sep and module_id and not Path(spec).exists():
-            out.puts[module_id] = Path(file).read_text(encoding="utf-8")
-            out.described.append(f"{module_id} from {file}")
+            if not file:
+                raise UsageError(f"--policy {spec}: expected ID=FILE")
+            out.append(PolicySource(f"{module_id} from {file}", module_id=module_id,
+                                    source=read_text(file, f"--policy {module_id}=")))
             continue
         path = Path(spec)
         if path.is_dir():
-            for f in _rego_files(path):
-                mid = _module_for(f, live_ids)
-                out.puts[mid] = f.read_text(encoding="utf-8")
-                out.described.append(f"{mid} from {f}")
+            files = _rego_files(path)
+            if not files:
+                raise UsageError(f"--policy {spec}: no .rego files in this directory (tests aside)")
+            out += [PolicySource(str(f), path=f, source=read_text(str(f), "--policy")) for f in files]
         elif path.suffix == ".rego":
-            mid = _module_for(path, live_ids)
-            out.puts[mid] = path.read_text(encoding="utf-8")
-            out.described.append(f"{mid} from {path}")
+            out.append(PolicySource(str(path), path=path, source=read_text(spec, "--policy")))
         else:
-            found = False
-            for doc in read_documents(spec):
-                if not isinstance(doc, dict) or doc.get("kind") != "ConfigMap":
-                    continue
-                found = True
-                meta = doc.get("metadata") or {}
-                prefix = f"{meta.get('namespace') or policy_namespace}/{meta.get('name')}/"
-                data = doc.get("data") or {}
-                for key, source in data.items():
-                    out.puts[prefix + key] = str(source)
-                gone = [m for m in live_ids if m.startswith(prefix) and m[len(prefix):] not in data]
-                out.deletes += gone
-                out.described.append(f"ConfigMap {prefix.rstrip('/')} ({len(data)} modules"
-                                     f"{f', {len(gone)} deleted' if gone else ''}) from {spec}")
+            found = [_configmap(doc, spec, policy_namespace) for doc in read_documents(spec, "--policy")
+                     if isinstance(doc, dict) and doc.get("kind") == "ConfigMap"]
             if not found:
-                raise ValueError(f"{spec}: no ConfigMap in it (and not a .rego file or a directory)")
+                raise UsageError(f"--policy {spec}: no ConfigMap in it (and not a .rego file or a directory)")
+            out += found
     return out
+
+
+def resolve_proposal(sources: Sequence[PolicySource], labels: Sequence[LabelChange],
+                     live_ids: Sequence[str]) -> Proposal:
+    """The module changes (matched with the live modules) and label changes asked for."""
+    out = Proposal(labels=list(labels))
+    for src in sources:
+        if src.modules is not None:
+            for key, source in src.modules.items():
+                out.puts[src.prefix + key] = source
+            gone = [m for m in live_ids if m.startswith(src.prefix) and m[len(src.prefix):] not in src.modules]
+            out.deletes += gone
+            out.described.append(f"ConfigMap {src.prefix.rstrip('/')} ({len(src.modules)} modules"
+                                 f"{f', {len(gone)} deleted' if gone else ''}) from {src.origin}")
+        elif src.module_id is not None:
+            out.puts[src.module_id] = src.source
+            out.described.append(src.origin)
+        else:
+            assert src.path is not None
+            mid = _module_for(src.path, live_ids)
+            out.puts[mid] = src.source
+            out.described.append(f"{mid} from {src.origin}")
+    return out
+
+
+def read_proposal(policies: Sequence[str], labels: Sequence[LabelChange], live_ids: Sequence[str],
+                  policy_namespace: str) -> Proposal:
+    """The module changes and label changes asked for; raises :class:`UsageError` (unreadable input)."""
+    return resolve_proposal(load_policies(policies, policy_namespace), labels, live_ids)
 
 
 def apply_labels(clusters: Mapping[str, Any], changes: Sequence[LabelChange]) -> tuple[dict[str, Any], list[str]]:
@@ -247,12 +341,14 @@ def apply_labels(clusters: Mapping[str, Any], changes: Sequence[LabelChange]) ->
     for change in changes:
         names = [n for n in clusters if fnmatch.fnmatchcase(n, change.clusters)]
         if not names:
-            raise ValueError(f"--cluster-label {change}: no replicated cluster matches {change.clusters!r}")
+            raise UsageError(f"--cluster-label {change}: no replicated cluster matches {change.clusters!r}")
         for name in names:
             obj = out[name] = copy.deepcopy(out[name]) if out[name] is clusters[name] else out[name]
             if not isinstance(obj, dict):
                 continue
-            meta = obj.setdefault("metadata", {})
+            if not isinstance(obj.get("metadata"), dict):
+                obj["metadata"] = {}
+            meta = obj["metadata"]
             labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
             meta["labels"] = labels
             if change.value is None:
@@ -412,14 +508,18 @@ def compare(workloads: Sequence[Workload], before: Sequence[Decision], after: Se
             "still_denied": sum(1 for b, a in zip(before, after) if b.denied and a.denied)}
 
 
-async def evaluate(args: argparse.Namespace, err: TextIO) -> dict[str, Any]:
-    """The whole what-if (see the module docstring); raises OpaError, EvaluatorUnavailable, ValueError."""
+async def evaluate(args: argparse.Namespace, err: TextIO, prog: str = PROG) -> dict[str, Any]:
+    """The whole what-if (see the module docstring); raises OpaError, EvaluatorUnavailable, UsageError.
+    The proposed files are read, and the evaluator found, before OPA is asked."""
     started = time.monotonic()
     root, path = args.replicate_path.strip("/"), decision_path(args)
+    sources = load_policies(args.policy, args.policy_namespace)
+    if not args.scratch_opa_url and args.evaluator != "scratch-opa" and not bindings_available():
+        _choose(args)  # says what to install
     async with OpaClient(opa_settings(args)) as live:
         snapshot = await read_live(live, root)
     read = time.monotonic()
-    proposal = read_proposal(args.policy, args.cluster_label, list(snapshot.modules), args.policy_namespace)
+    proposal = resolve_proposal(sources, args.cluster_label, list(snapshot.modules))
     clusters = snapshot.data.get(args.clusters_resource)
     clusters = clusters if isinstance(clusters, dict) else {}
     changed_clusters, touched = apply_labels(clusters, proposal.labels)
@@ -441,15 +541,14 @@ async def evaluate(args: argparse.Namespace, err: TextIO) -> dict[str, Any]:
     try:
         broken = await evaluator.load(snapshot.modules, root, snapshot.data)
         if broken:
-            err.write("warning: modules the live OPA holds do not load into the evaluator: "
-                      + ", ".join(sorted(broken)) + "\n")
+            warn(err, prog, "modules the live OPA holds do not load into the evaluator: " + ", ".join(sorted(broken)))
         phase("load")
         memo: dict[Any, str] = {}
         before, before_evals = await decide_workloads(evaluator, path, objects, await evaluator.parse(), memo)
         failed = next((d.error for d in before if d.error is not None), None)
         if failed is not None:
-            err.write(f"warning: the current policies fail to evaluate in {evaluator.name} for some workloads "
-                      f"(counted as denied): {failed}\n")
+            warn(err, prog, f"the current policies fail to evaluate in {evaluator.name} for some workloads "
+                            f"(counted as denied): {failed}")
         phase("before")
         compile_errors = await evaluator.change(proposal.puts, proposal.deletes)
         if touched:
@@ -578,14 +677,32 @@ def render(doc: dict[str, Any], out: TextIO) -> None:
     out.write(f"\nResult: {verdict}\n")
 
 
-async def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    try:
-        doc = await evaluate(args, err)
-    except (OpaError, EvaluatorUnavailable, ValueError, OSError) as exc:
-        err.write(f"fedplace what-if: {exc}\n")
-        return 2
-    if args.output == "json":
-        out.write(dump(doc) + "\n")
+def check(args: argparse.Namespace) -> None:
+    """What can be refused before OPA is asked (raises :class:`UsageError`)."""
+    if not args.policy and not args.cluster_label:
+        raise UsageError("nothing proposed: give --policy FILE and/or --cluster-label CLUSTER:KEY=VALUE")
+    check_namespace(args.policy_namespace, "--policy-namespace")
+    if args.evaluator == "scratch-opa" and not args.scratch_opa_url:
+        raise UsageError("--evaluator scratch-opa needs --scratch-opa-url")
+    if args.evaluator == "opa-bindings" and args.scratch_opa_url:
+        raise UsageError("--scratch-opa-url is for --evaluator scratch-opa (or auto), not opa-bindings")
+    if args.scratch_opa_token_file is not None and not args.scratch_opa_url:
+        raise UsageError("--scratch-opa-token-file is for --scratch-opa-url")
+    check_token_file(args.scratch_opa_token_file, "--scratch-opa-token-file")
+
+
+async def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    prog = getattr(args, "prog", PROG)
+    prepare(args, prog, err)
+    check(args)
+    doc = await evaluate(args, err, prog=prog)
+    if args.output in ("json", "yaml"):
+        out.write(dump(doc, args.output) + "\n")
     else:
         render(doc, out)
     return 1 if doc["summary"]["over_threshold"] else 0
+
+
+async def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    """The command (exit status as the module docstring says; every error one line on ``err``)."""
+    return await guarded(getattr(args, "prog", PROG), _run, args, out, err)

@@ -221,3 +221,67 @@ async def karmada(opa: Any, tmp_path: Path) -> Any:
     if getattr(opa, "external", False):
         await opa.reset_state()
     await client.close()
+
+
+# -- a small world, for the command line's own tests (tests/insight/test_cli*.py) -------------------------
+
+SMALL_NS = "cli-shop"
+SMALL_DECISION = """package io.k8s.federation.admission
+
+tier(c) := object.get(c, ["metadata", "labels", "tier"], "")
+
+gold contains name if {
+	some name, c in data.kubernetes.clusters
+	tier(c) == "gold"
+}
+
+annotations := {"federation.kubernetes.io/replica-set-preferences": {"clusters": {name: {"weight": 1} | some name in gold}}} if {
+	input.kind == "ReplicaSet"
+	object.get(input, ["metadata", "annotations", "needs"], "") == "gold"
+}
+
+errors contains "no gold cluster" if {
+	object.get(input, ["metadata", "annotations", "needs"], "") == "gold"
+	count(gold) == 0
+}
+"""
+SMALL_EXPLAIN = """package io.k8s.federation.explain
+
+import data.io.k8s.federation.admission
+
+packs["gold"] := {
+	"summary": sprintf("%d of %d clusters gold", [count(admission.gold), count(data.kubernetes.clusters)]),
+	"requirements": [{"name": "tier", "required": "gold"}],
+	"clusters": {name: {"eligible": name in admission.gold,
+	                    "checks": [{"label": "tier", "value": admission.tier(c), "required": "gold",
+	                                "ok": name in admission.gold}]} |
+		some name, c in data.kubernetes.clusters},
+}
+"""
+
+
+def small_rs(name: str, needs: str | None = "gold", namespace: str = SMALL_NS) -> dict[str, Any]:
+    """A ReplicaSet of the small world; ``needs: gold`` asks for the gold clusters."""
+    return rs(name, {"needs": needs} if needs else {}, namespace=namespace)
+
+
+@pytest.fixture
+async def small(opa: Any, tmp_path: Path) -> Any:
+    """The ``opa`` fixture holding two tiny modules — a decision placing ReplicaSets that say
+    ``needs: gold`` on the clusters labelled ``tier: gold`` (denied when there is none) and its
+    explanation — and two clusters (one gold) and two ReplicaSets in ``SMALL_NS``: fast to load
+    and to evaluate, for tests that run the command many times."""
+    client = OpaClient(OpaSettings(url=opa.url, token=opa.token, timeout=60))
+    for module_id, source in (("small/admission.rego", SMALL_DECISION), ("small/explain.rego", SMALL_EXPLAIN)):
+        status, body = await opa.put_policy(module_id, source)
+        assert status == 200, body
+    gold = cluster("gold-1", "europe-west1", "2")
+    gold["metadata"]["labels"]["tier"] = "gold"
+    await client.put_data(["kubernetes"], {
+        "clusters": {"gold-1": gold, "plain-1": cluster("plain-1", "us-central1", "1")},
+        "replicasets": {SMALL_NS: {"web": small_rs("web"), "blog": small_rs("blog", None)}},
+    })
+    yield Federation(opa, client, tmp_path)
+    if getattr(opa, "external", False):
+        await opa.reset_state()
+    await client.close()

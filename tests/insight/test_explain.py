@@ -87,7 +87,7 @@ async def test_reads_the_object_from_the_api_server(federation: Any, kube: Any, 
                                                "--kubeconfig", str(kube.kubeconfig), *federation.flags()])
     assert code == 2 and "cannot read replicaset/absent" in err
     code, _, err = await run_command(explain, ["widget/x", *federation.flags()])
-    assert code == 2 and "expected TYPE/NAME" in err
+    assert code == 2 and "unknown TYPE 'widget'" in err
 
 
 async def test_other_kinds_and_policies_without_an_explanation(federation: Any, tmp_path: Path):

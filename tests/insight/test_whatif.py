@@ -158,11 +158,12 @@ async def test_scratch_opa_gives_the_same_answers(federation: Any, opa_process: 
 
 
 async def test_refuses_a_scratch_opa_that_is_live(federation: Any, opa_process: Any):
-    code, _, err = await what_if(federation, "--scratch-opa-url", federation.opa.url + "/v1/")
+    label = ("--cluster-label", "aws-eu-central-1:tier=gold")
+    code, _, err = await what_if(federation, *label, "--scratch-opa-url", federation.opa.url + "/v1/")
     assert code == 2 and "is the live OPA" in err
     status, _ = await opa_process.request("PUT", "/v1/data/fedplace_sync", json_body={"generation": "x"})
     assert status == 204  # as opa-kube-sync marks the OPA it feeds
-    code, _, err = await what_if(federation, "--scratch-opa-url", opa_process.url)
+    code, _, err = await what_if(federation, *label, "--scratch-opa-url", opa_process.url)
     assert code == 2 and "holds opa-kube-sync's sentinel" in err
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from fedplace.common.opa_client import OpaClient, OpaSettings
 from fedplace.insight import limits
@@ -128,6 +129,25 @@ async def test_exit_status(world: Any, tmp_path: Path):
     empty = ["--namespace", "nowhere", *args_for(world, tmp_path)[2:]]
     code, out, _ = await run(empty)
     assert code == 0 and 'No LimitRanges in namespace "nowhere"' in out
+
+
+async def test_every_namespace_and_the_contexts_namespace(world: Any, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch):
+    """-A: every namespace with replicated LimitRanges; without -n, the kubeconfig context's
+    namespace (only the kubeconfig is read), as kubectl."""
+    flags = args_for(world, tmp_path)[2:]
+    code, out, err = await run(["-A", "--fail-on-violations", *flags])
+    assert code == 1, err
+    assert out.startswith(f'Effective limits in namespace "{NS}"') and out.count("Effective limits") == 1
+    code, out, _ = await run(["-A", "-o", "yaml", *flags])
+    assert [d["namespace"] for d in yaml.safe_load(out)["items"]] == [NS]
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "current-context": "c", "contexts": [{"name": "c", "context": {"cluster": "k", "namespace": NS}}],
+        "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:1"}}]}))
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    code, out, _ = await run(flags)
+    assert code == 0 and out.startswith(f'Effective limits in namespace "{NS}" (2 LimitRanges')
 
 
 async def test_without_the_pack_it_says_so(opa: Any, tmp_path: Path):
