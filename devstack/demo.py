@@ -53,6 +53,7 @@ from devstack.demo_karmada import karmada_steps
 from devstack.demo_limitrange import limitrange_steps
 from devstack.demo_schedulingpolicy import CRDS as SCHEDULINGPOLICY_CRDS, SYNC_FLAGS as SCHEDULINGPOLICY_SYNC_FLAGS
 from devstack.demo_schedulingpolicy import schedulingpolicy_steps
+from devstack.demo_support import opa_get, policy_ok
 from devstack.federation import CLUSTER_CRD, CLUSTERS_PATH, cluster
 from devstack.launch import ServerProcess
 from devstack.scratch import create_namespace
@@ -267,7 +268,7 @@ async def demo_steps(api: client.ApiClient, work: Path, logs: Path, engine: Serv
 
     step(3, "Load the placement policy as a ConfigMap")
     await kube_json(api, "POST", f"/api/v1/namespaces/{POLICY_NS}/configmaps", body=policy_configmap())
-    took = await eventually(lambda: _policy_ok(api), 15, "the policy status annotation to say ok")
+    took = await eventually(lambda: policy_ok(api, POLICY_NS, "federation-placement"), 15, "the policy status annotation to say ok")
     say(f"   fedplace.io/policy-status = ok after {took:.2f}s")
 
     step(4, "Create ReplicaSets: each is admitted with the policy's preferences")
@@ -321,14 +322,14 @@ async def demo_steps(api: client.ApiClient, work: Path, logs: Path, engine: Serv
     check(after["web-eu"] == before["web-eu"] and after["blog"] == before["blog"], "the others untouched")
 
     step(7, "Restart OPA (all its in-memory state is lost): the sync restores it")
-    modules = len((await _opa_get(engine, "/v1/policies")).get("result") or [])
+    modules = len((await opa_get(engine, "/v1/policies")).get("result") or [])
     engine.kill()
     engine.start()
     t0 = time.monotonic()
 
     async def restored() -> bool:  # every module back (the sync loads them one by one), and the data
-        opa = await _opa_get(engine, "/v1/data/kubernetes/clusters")
-        pol = await _opa_get(engine, "/v1/policies")
+        opa = await opa_get(engine, "/v1/data/kubernetes/clusters")
+        pol = await opa_get(engine, "/v1/policies")
         return isinstance(opa.get("result"), dict) and len(opa["result"]) == len(CLUSTERS) \
             and len(pol.get("result") or []) >= modules
 
@@ -380,11 +381,11 @@ async def selector_steps(api: client.ApiClient, engine: ServerProcess, n: int) -
     check(selected(keys) == "gce-europe-west1", "the Secret card-keys likewise")
 
     async def replicated_without_data() -> bool:
-        doc = await _opa_get(engine, "/v1/data/kubernetes/secrets/shop/card-keys")
+        doc = await opa_get(engine, "/v1/data/kubernetes/secrets/shop/card-keys")
         return isinstance(doc.get("result"), dict)
 
     await eventually(replicated_without_data, 10, "the Secret to be replicated")
-    doc = (await _opa_get(engine, "/v1/data/kubernetes/secrets/shop/card-keys"))["result"]
+    doc = (await opa_get(engine, "/v1/data/kubernetes/secrets/shop/card-keys"))["result"]
     check("data" not in doc and "stringData" not in doc, "OPA holds the Secret's metadata only, never its data")
     mine = json.dumps([{"key": NAME_LABEL, "operator": "In", "values": ["gce-us-central1"]}])
     try:
@@ -413,20 +414,6 @@ async def selector_steps(api: client.ApiClient, engine: ServerProcess, n: int) -
 async def _served(api: client.ApiClient) -> bool:
     await kube_json(api, "GET", CLUSTERS_PATH)
     return True
-
-
-async def _policy_ok(api: client.ApiClient) -> bool:
-    cm = await kube_json(api, "GET", f"/api/v1/namespaces/{POLICY_NS}/configmaps/federation-placement")
-    status = ((cm.get("metadata") or {}).get("annotations") or {}).get("fedplace.io/policy-status")
-    return bool(status) and json.loads(status).get("status") == "ok"
-
-
-async def _opa_get(engine: ServerProcess, path: str) -> dict[str, Any]:
-    import aiohttp
-
-    async with aiohttp.ClientSession() as s:
-        async with s.get(engine.url + path, headers={"Authorization": f"Bearer {engine.token}"}) as r:
-            return await r.json() if r.status == 200 else {}
 
 
 def main(argv: list[str] | None = None) -> int:

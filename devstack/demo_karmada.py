@@ -47,6 +47,7 @@ from kubernetes_asyncio import client, config
 from fedplace.common.kube_client import KubeApiError, kube_json
 from devstack.karmada import CLUSTERS, PROPAGATION_POLICIES, RESOURCE_BINDINGS, install_crds
 from devstack.karmada.standins import DEPLOYMENTS, Detector, Scheduler
+from devstack.demo_support import opa_get, policy_ok
 from devstack.launch import ServerProcess
 from devstack.scratch import create_namespace
 
@@ -265,7 +266,7 @@ async def karmada_steps(work: Path, logs: Path, started: Callable[[ServerProcess
             "(registered for deployments, resourcebindings, propagationpolicies)")
 
         async def loaded() -> bool:
-            return all([await _policy_ok(api, name) for name in configmaps])
+            return all([await policy_ok(api, POLICY_NS, name) for name in configmaps])
 
         await eventually(loaded, 20, "the policy ConfigMaps to load")
         say(f"   {', '.join(configmaps)} (control_plane := \"karmada\"): policy-status ok "
@@ -298,7 +299,7 @@ async def _steps(api: client.ApiClient, engine: ServerProcess, first: int, *, sa
         return await kube_json(api, "GET", binding_path)
 
     async def replicated(path: str) -> bool:
-        return isinstance((await _opa_get(engine, f"/v1/data/kubernetes/{path}")).get("result"), dict)
+        return isinstance((await opa_get(engine, f"/v1/data/kubernetes/{path}")).get("result"), dict)
 
     step(first + 1, "Karmada: a workload placed — the binding narrowed, the scheduler picks allowed clusters")
     await kube_json(api, "POST", DEPLOYMENTS_PATH, body=deployment("payments", {EU: "true", PCI: "2"}))
@@ -396,17 +397,3 @@ async def _steps(api: client.ApiClient, engine: ServerProcess, first: int, *, sa
     await asyncio.sleep(4 * STANDIN_INTERVAL)
     check((await binding())["metadata"]["resourceVersion"] == settled,
           f"settled: nothing wrote the binding again in the next {4 * STANDIN_INTERVAL:.1f}s (no detector/webhook fight)")
-
-
-async def _policy_ok(api: client.ApiClient, name: str) -> bool:
-    cm = await kube_json(api, "GET", f"/api/v1/namespaces/{POLICY_NS}/configmaps/{name}")
-    status = ((cm.get("metadata") or {}).get("annotations") or {}).get("fedplace.io/policy-status")
-    return bool(status) and json.loads(status).get("status") == "ok"
-
-
-async def _opa_get(engine: ServerProcess, path: str) -> dict[str, Any]:
-    import aiohttp
-
-    async with aiohttp.ClientSession() as s:
-        async with s.get(engine.url + path, headers={"Authorization": f"Bearer {engine.token}"}) as r:
-            return await r.json() if r.status == 200 else {}

@@ -33,7 +33,7 @@ import asyncio
 import copy
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence
 
 from kubernetes_asyncio import client
 
@@ -343,6 +343,16 @@ def _refused(report: PassReport, key: str, what: str, exc: KubeApiError) -> None
     report.refused[key] = exc
 
 
+async def _passes(one_pass: Callable[[], Awaitable[PassReport]], what: str, interval: float) -> None:
+    """``one_pass`` every ``interval`` seconds until cancelled; a failed pass is logged."""
+    while True:
+        try:
+            await one_pass()
+        except Exception:  # noqa: BLE001 — a stand-in loop: log and go on
+            log.exception("%s pass failed", what)
+        await asyncio.sleep(interval)
+
+
 class Detector:
     """Policies → bindings, one pass at a time (see the module docstring).
 
@@ -409,12 +419,7 @@ class Detector:
     async def run(self, interval: float = 1.0) -> None:
         """:meth:`reconcile_once` every ``interval`` seconds until cancelled; a pass that fails is
         logged and the next one goes on."""
-        while True:
-            try:
-                await self.reconcile_once()
-            except Exception:  # noqa: BLE001 — a stand-in loop: log and go on
-                log.exception("detector pass failed")
-            await asyncio.sleep(interval)
+        await _passes(self.reconcile_once, "detector", interval)
 
 
 class Scheduler:
@@ -471,9 +476,4 @@ class Scheduler:
     async def run(self, interval: float = 1.0) -> None:
         """:meth:`schedule_once` every ``interval`` seconds until cancelled; a pass that fails is
         logged and the next one goes on."""
-        while True:
-            try:
-                await self.schedule_once()
-            except Exception:  # noqa: BLE001 — a stand-in loop: log and go on
-                log.exception("scheduler pass failed")
-            await asyncio.sleep(interval)
+        await _passes(self.schedule_once, "scheduler", interval)

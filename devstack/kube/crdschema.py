@@ -136,17 +136,9 @@ class GoStrings(list):
 
 
 def err_value(v: Any) -> str:
-    """How ``field.Error`` prints a bad value."""
+    """How ``field.Error`` prints a bad value: as ``%#v`` but for null and ``[]string``."""
     if v is None:
         return '"null"'
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        return go_float(v)
-    if isinstance(v, str):
-        return go_quote(v)
     if isinstance(v, GoStrings):
         return "[]string{" + ", ".join(go_quote(x) for x in v) + "}"
     return go_sharp(v)

@@ -1,0 +1,29 @@
+"""Helpers the demo's parts share (devstack/demo.py and its demo_*.py): reading OPA and
+asking whether a policy ConfigMap loaded."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio import client
+
+from fedplace.common.kube_client import kube_json
+from devstack.launch import ServerProcess
+
+__all__ = ["opa_get", "policy_ok"]
+
+
+async def opa_get(engine: ServerProcess, path: str) -> dict[str, Any]:
+    """``GET path`` on the policy engine with its token: the JSON answer, ``{}`` unless 200."""
+    async with aiohttp.ClientSession() as s:
+        async with s.get(engine.url + path, headers={"Authorization": f"Bearer {engine.token}"}) as r:
+            return await r.json() if r.status == 200 else {}
+
+
+async def policy_ok(api: client.ApiClient, namespace: str, name: str) -> bool:
+    """Whether the sync wrote ``{"status": "ok"}`` on policy ConfigMap ``namespace/name``."""
+    cm = await kube_json(api, "GET", f"/api/v1/namespaces/{namespace}/configmaps/{name}")
+    status = ((cm.get("metadata") or {}).get("annotations") or {}).get("fedplace.io/policy-status")
+    return bool(status) and json.loads(status).get("status") == "ok"
