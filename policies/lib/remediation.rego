@@ -65,12 +65,17 @@ stored(r, _, name) := replicated.cluster_object(r.plural, name) if not object.ge
 
 # Only the decision's annotations and errors, in one evaluation: what it would
 # patch or record (its patches and events, the webhook's business) is never
-# computed here.
+# computed here. A placement policy may define either alone.
+default decision_annotations := {}
+
+decision_annotations := data.io.k8s.federation.placement.decision.annotations
+
+default decision_errors := []
+
+decision_errors := data.io.k8s.federation.placement.decision.errors
+
 notification(plural, namespace, name, obj) := n if {
-	decision := {
-		"annotations": data.io.k8s.federation.placement.decision.annotations,
-		"errors": data.io.k8s.federation.placement.decision.errors,
-	} with input as obj
+	decision := {"annotations": decision_annotations, "errors": decision_errors} with input as obj
 	desired := decision.annotations
 	errs := [e | some e in decision.errors]
 	count(desired) + count(errs) > 0
