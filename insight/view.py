@@ -1,9 +1,16 @@
 """The placement view: clusters, workloads with their constraints and placement, Karmada's
-bindings with their exclusions, denials and remediations — one JSON-able model for the page
-opa-kube-sync serves, ``fedplace report`` and the what-if's before/after.
+bindings with their exclusions, denials and remediations, the policy ConfigMaps that fail to
+load — one JSON-able model for the page opa-kube-sync serves, ``fedplace report`` and the
+what-if's before/after.
+
+A workload's placement is read as the policy writes it, per kind: a ReplicaSet's
+``federation.kubernetes.io/replica-set-preferences`` (the clusters it names), any kind of the
+policy's ``selector_kinds`` (Deployments, Secrets, …) its
+``federation.alpha.kubernetes.io/cluster-selector`` — the requirements matched against the
+replicated clusters' labels (:mod:`fedplace.insight.reasons`); None is "any cluster".
 
 Pure functions; the callers gather the objects (from the sync's informers or
-from OPA's replicated data) and the remediator's records.
+from OPA's replicated data), the remediator's records and the policy loaders' state.
 """
 
 from __future__ import annotations
@@ -14,13 +21,20 @@ import time
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from fedplace.common.annotations import canonical_value
+from fedplace.insight.reasons import in_eu, parse_selector, selected, selector_words, settings_of
 
-__all__ = ["BINDING_RESOURCES", "CONSTRAINT_PREFIX", "EXCLUDED", "PREFS", "SOURCE", "TEMPLATE_PLURALS", "WHY",
-           "binding_entry", "build_view", "clusters_of", "constraints", "effective_placement", "excluded_of", "iso",
-           "template_key", "template_text", "workload_entry"]
+__all__ = ["BINDING_RESOURCES", "CONSTRAINT_PREFIX", "EXCLUDED", "PREFS", "SELECTOR", "SELECTOR_SOURCE", "SOURCE",
+           "TEMPLATE_PLURALS", "WHY", "binding_entry", "build_view", "clusters_of", "constraints",
+           "effective_placement", "excluded_of", "iso", "policy_entry", "template_key", "template_text",
+           "workload_entry"]
 
 PREFS = "federation.kubernetes.io/replica-set-preferences"
 SOURCE = "fedplace.io/replica-set-preferences-source"
+# Every other kind the policy places (policies/federation/selector.rego).
+SELECTOR = "federation.alpha.kubernetes.io/cluster-selector"
+SELECTOR_SOURCE = "fedplace.io/cluster-selector-source"
+VIA_PREFS, VIA_SELECTOR = "replica-set-preferences", "cluster-selector"
+WORDS_LIMIT = 6  # cluster names in a selector's words
 CONSTRAINT_PREFIX = "policy.federation.alpha.kubernetes.io/"
 # What the Karmada pack (policies/karmada/) writes on a ResourceBinding / ClusterResourceBinding.
 EXCLUDED = "fedplace.io/excluded-clusters"
@@ -82,16 +96,59 @@ def constraints(obj: Mapping[str, Any]) -> dict[str, str]:
             if k.startswith(CONSTRAINT_PREFIX)}
 
 
-def workload_entry(resource: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+def _via(kind: str, ann: Mapping[str, Any], settings: Mapping[str, Any]) -> str | None:
+    """How the policy places an object of ``kind`` (lib.rego, selector.rego): None on Karmada
+    (the bindings are decided there) or for a kind it does not place."""
+    if settings["control_plane"] == "karmada":
+        return None
+    if kind == "ReplicaSet":
+        return VIA_PREFS
+    if kind in settings["selector_kinds"]:
+        return VIA_SELECTOR
+    return VIA_PREFS if PREFS in ann else VIA_SELECTOR if SELECTOR in ann else None
+
+
+def workload_entry(resource: str, obj: Mapping[str, Any], clusters: Sequence[Mapping[str, Any]] = (),
+                   settings: Mapping[str, Any] | None = None,
+                   memo: dict[Any, Any] | None = None) -> dict[str, Any]:
+    """A workload as the page lists it. ``placement``: the clusters it runs on — for the cluster
+    selector, those of ``clusters`` (view entries) its requirements admit — or None (any
+    cluster); ``via``: the annotation that says so; ``selector`` (its requirements),
+    ``selector_text`` (in words) and ``selector_error`` (unreadable: the policy denies it) for
+    the cluster selector; ``source``: who wrote it (policy or developer). ``memo``: a dict kept
+    across the workloads of one view (workloads placed alike carry the same selector text)."""
+    settings = settings_of(settings) if memo is None or "settings" not in memo else memo["settings"]
     meta = obj.get("metadata") or {}
     ann = _annotations(obj)
-    source = ann.get(SOURCE)
-    return {"resource": resource, "kind": str(obj.get("kind") or ""), "namespace": str(meta.get("namespace") or ""),
-            "name": str(meta.get("name") or ""), "constraints": constraints(obj),
-            "placement": effective_placement(obj), "source": source if isinstance(source, str) else None}
+    kind = str(obj.get("kind") or "")
+    via = _via(kind, ann, settings)
+    entry: dict[str, Any] = {"resource": resource, "kind": kind, "namespace": str(meta.get("namespace") or ""),
+                             "name": str(meta.get("name") or ""), "constraints": constraints(obj), "via": via,
+                             "placement": None, "source": None, "selector": None, "selector_text": None,
+                             "selector_error": None}
+    if via == VIA_SELECTOR:
+        text = ann.get(SELECTOR)
+        key = ("selector", text if isinstance(text, str) else json.dumps(text, sort_keys=True, default=str))
+        found = memo.get(key) if memo is not None else None
+        if found is None:
+            requirements, error = parse_selector(text)
+            found = (requirements, error, f"unreadable: {error}" if error
+                     else selector_words(requirements, settings["cluster_name_label"], WORDS_LIMIT),
+                     selected(requirements, clusters) if requirements is not None else None)
+            if memo is not None:
+                memo[key] = found
+        requirements, error, words, placement = found
+        source = ann.get(SELECTOR_SOURCE)
+        entry.update(selector=requirements, selector_error=error, selector_text=words,
+                     placement=list(placement) if placement is not None else None)
+    else:
+        source = ann.get(SOURCE)
+        entry["placement"] = effective_placement(obj)
+    entry["source"] = source if isinstance(source, str) else None
+    return entry
 
 
-def _cluster_entry(name: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+def _cluster_entry(name: str, obj: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
     status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
     spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
@@ -99,8 +156,28 @@ def _cluster_entry(name: str, obj: Mapping[str, Any]) -> dict[str, Any]:
     # as the policy reads it (policies/federation/lib.rego): a Federation v1 Cluster's
     # status.region, else a Karmada Cluster's spec.region
     region = status.get("region") if "region" in status else spec.get("region")
-    return {"name": name, "region": region if isinstance(region, str) else "",
+    region = region if isinstance(region, str) else ""
+    jurisdiction = "EU" if in_eu(region, settings["eu_region_pattern"]) else "outside the EU" if region else "no region"
+    return {"name": name, "region": region, "jurisdiction": jurisdiction,
             "labels": {str(k): canonical_value(v) for k, v in sorted(labels.items())}}
+
+
+JURISDICTIONS = ("EU", "outside the EU", "no region")  # the page's column groups, in this order
+
+
+def policy_entry(namespace: str, configmap: str, modules: int, errors: Mapping[str, Sequence[Mapping[str, Any]]],
+                 warnings: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """A policy ConfigMap's load status (what its ``fedplace.io/policy-status`` annotation says):
+    ``errors`` per module id, each OPA's ``code``, ``message``, ``location``."""
+    failing = []
+    for module, errs in sorted(errors.items()):
+        for e in errs:
+            loc = e.get("location") if isinstance(e.get("location"), Mapping) else {}
+            failing.append({"module": module, "code": str(e.get("code") or ""), "message": str(e.get("message") or ""),
+                            "row": loc.get("row"), "col": loc.get("col")})
+    return {"namespace": namespace, "configmap": configmap, "modules": modules,
+            "status": "error" if failing else "ok", "failing_modules": len(errors), "errors": failing,
+            "warnings": [str(w.get("message") or "") for w in warnings]}
 
 
 def excluded_of(value: Any) -> list[str] | None:
@@ -166,11 +243,25 @@ def _template(template_of: Callable[[tuple[str, str, str]], Mapping[str, Any] | 
     return found if isinstance(found, Mapping) else None
 
 
+def _selector_change(r: Mapping[str, Any], name_label: str) -> dict[str, Any]:
+    """A remediation of a cluster selector, in words (before → after)."""
+    changes, old = r.get("changes") or {}, r.get("old") or {}
+
+    def words(value: Any) -> str:
+        if value is None:
+            return "none (any cluster)"
+        requirements, error = parse_selector(value)
+        return f"unreadable ({error})" if error else selector_words(requirements, name_label, WORDS_LIMIT)
+
+    return {"before_text": words(old.get(SELECTOR)), "after_text": words(changes.get(SELECTOR))}
+
+
 def build_view(clusters: Mapping[str, Mapping[str, Any]], workloads: Iterable[tuple[str, Mapping[str, Any]]], *,
                source: str, denials: Sequence[Mapping[str, Any]] = (),
                remediations: Sequence[Mapping[str, Any]] = (), notes: Sequence[str] = (),
                generated: float | None = None, bindings: Iterable[tuple[str, Mapping[str, Any]]] | None = None,
-               template_of: Callable[[tuple[str, str, str]], Mapping[str, Any] | None] | None = None
+               template_of: Callable[[tuple[str, str, str]], Mapping[str, Any] | None] | None = None,
+               settings: Mapping[str, Any] | None = None, policies: Sequence[Mapping[str, Any]] | None = None
                ) -> dict[str, Any]:
     """The model the page renders (see the module docstring).
 
@@ -180,28 +271,42 @@ def build_view(clusters: Mapping[str, Mapping[str, Any]], workloads: Iterable[tu
     ``bindings``: Karmada's (Cluster)ResourceBindings as ``(plural, object)`` (None: no binding
     type is replicated; the view then has ``"bindings": None``); ``template_of``: the replicated
     template of a :func:`template_key`, or None. Bindings with every cluster excluded come first.
+    ``settings``: the placement policy's (:func:`fedplace.insight.reasons.read_settings`; its
+    defaults when None). ``policies``: the policy ConfigMaps' load status (:func:`policy_entry`),
+    failing ones first; None when not known (only opa-kube-sync knows it).
+    Clusters are ordered as the page's columns: EU jurisdiction, then outside, then without a
+    region; by region, then name.
     """
-    entries = sorted((workload_entry(r, o) for r, o in workloads),
+    settings = settings_of(settings)
+    cluster_list = sorted((_cluster_entry(n, o, settings) for n, o in clusters.items() if isinstance(o, Mapping)),
+                          key=lambda c: (JURISDICTIONS.index(c["jurisdiction"]), c["region"], c["name"]))
+    memo: dict[Any, Any] = {"settings": settings}
+    entries = sorted((workload_entry(r, o, cluster_list, settings, memo) for r, o in workloads),
                      key=lambda w: (w["namespace"], w["name"], w["resource"]))
     denied = {(d["resource"], d["namespace"], d["name"]): d for d in denials}
     for w in entries:
         d = denied.get((w["resource"], w["namespace"], w["name"]))
         w["denied"] = list(d["errors"]) if d else None
-    cluster_list = sorted((_cluster_entry(n, o) for n, o in clusters.items() if isinstance(o, Mapping)),
-                          key=lambda c: (c["region"], c["name"]))
     moves = []
     for r in remediations:
         changes = r.get("changes") or {}
         old = r.get("old") or {}
-        moves.append({**r, "before": clusters_of(old.get(PREFS)) if PREFS in changes else None,
-                      "after": clusters_of(changes.get(PREFS)) if PREFS in changes else None})
+        move = {**r, "before": clusters_of(old.get(PREFS)) if PREFS in changes else None,
+                "after": clusters_of(changes.get(PREFS)) if PREFS in changes else None}
+        if SELECTOR in changes:
+            move.update(_selector_change(r, settings["cluster_name_label"]))
+        moves.append(move)
     names = [c["name"] for c in cluster_list]
     binding_list = None
     if bindings is not None:
         binding_list = sorted(
             (binding_entry(r, o, _template(template_of, o), names) for r, o in bindings),
             key=lambda b: (not b["every_cluster_excluded"], b["namespace"], b["name"], b["resource"]))
+    policy_list = (sorted((dict(p) for p in policies),
+                          key=lambda p: (p["status"] == "ok", p["namespace"], p["configmap"]))
+                   if policies is not None else None)
     return {"generated": iso(generated if generated is not None else time.time()), "source": source,
+            "settings": settings, "policies": policy_list,
             "clusters": cluster_list, "workloads": entries, "bindings": binding_list,
             "denials": sorted(denials, key=lambda d: (d["namespace"], d["name"])),
             "remediations": moves, "notes": list(notes)}

@@ -24,6 +24,7 @@ from fedplace.common.kube_client import Resource, new_api_client
 from fedplace.common.ops_http import add_ops_routes
 from fedplace.common.policy_configmaps import CONFIGMAPS, policy_informer_settings
 from fedplace.insight import page as placement_page
+from fedplace.insight.reasons import read_settings
 from fedplace.remediator.remediator import Remediator
 from fedplace.sync import replicated_root
 from fedplace.sync.config import SyncConfig
@@ -88,6 +89,8 @@ class SyncApp:
         self._tasks: list[asyncio.Task[Any]] = []
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
+        # The placement policy's settings for the placement page (read from OPA after each policy load).
+        self.placement_settings: dict[str, Any] | None = None
 
     # -- readiness -----------------------------------------------------------------
 
@@ -143,7 +146,9 @@ class SyncApp:
             self._spawn(self._forward_changes(self.remediator), "remediator-triggers")
             self._spawn(self.remediator.run(), "remediator")
         if s.placement_page:
-            placement_page.add_routes(app, lambda: placement_page.sync_view(self), s.placement_page_refresh)
+            placement_page.add_routes(app, lambda: placement_page.sync_view(self), s.placement_page_refresh,
+                                      token_file=s.placement_page_token_file)
+            self._spawn(self._placement_settings(), "placement-settings")
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, s.listen[0], s.listen[1])
@@ -235,6 +240,29 @@ class SyncApp:
             if "policy" in self.signal.kinds_since(seen):
                 remediator.trigger("policy")
             seen = generation
+
+    async def _placement_settings(self) -> None:
+        """Keep :attr:`placement_settings` (the policy's selector kinds, cluster name label, …: what
+        the placement page needs to read placements as the policy does) current: read from OPA
+        once the sync is ready and after every policy load; the last good value stays when OPA
+        cannot be asked."""
+        await self.confirmed.wait()
+        seen = self.signal.generation
+        while True:
+            try:
+                self.placement_settings = await read_settings(self.opa)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - OPA busy or down: keep the last settings, retry
+                log.info("cannot read the placement settings for the placement page", extra={"error": str(exc)})
+                await asyncio.sleep(5)
+                continue
+            while True:
+                generation = await self.signal.wait(seen)
+                policy = "policy" in self.signal.kinds_since(seen)
+                seen = generation
+                if policy:
+                    break
 
     async def push_replicated_root(self) -> None:
         """Load the generated module naming the replicated data root (before any policy

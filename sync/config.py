@@ -11,6 +11,7 @@ replication informers' caches).
 from __future__ import annotations
 
 import argparse
+import ipaddress
 from dataclasses import dataclass, field
 
 from fedplace.common.kube_client import Resource
@@ -45,6 +46,7 @@ class SyncConfig:
     remediator: RemediatorSettings = field(default_factory=RemediatorSettings)
     placement_page: bool = False
     placement_page_refresh: float = 10.0
+    placement_page_token_file: str | None = None
 
     @property
     def remediate(self) -> str:
@@ -66,6 +68,14 @@ def _listen(value: str) -> tuple[str, int]:
     if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
     return host or "0.0.0.0", int(port)
+
+
+def _loopback(host: str) -> bool:
+    """``host`` (of --listen) reaches this machine only: 127.0.0.0/8, ::1 or localhost."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def _positive(value: str) -> float:
@@ -126,6 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="serve the placement page at /placement (and its model at /placement.json) on --listen")
     p.add_argument("--placement-page-refresh", type=_positive, default=10.0, metavar="SECONDS",
                    help="how often the placement page refreshes itself in the browser")
+    p.add_argument("--placement-page-token-file", metavar="PATH",
+                   help="the placement page and its model answer only requests carrying this file's token "
+                        "(Authorization: Bearer, or as the password of HTTP Basic authentication; re-read when "
+                        "it changes); required when --listen is not a loopback address")
     add_remediator_arguments(p)
     return p
 
@@ -148,6 +162,13 @@ def parse_args(argv: list[str] | None = None) -> SyncConfig:
         parser.error(f"--replicate: {', '.join(dupes)} given more than once (data paths would collide)")
     if not args.replicate_path.strip("/") or "/" in args.replicate_path.strip("/"):
         parser.error("--replicate-path: expected one path segment, e.g. kubernetes")
+    if args.placement_page and not args.placement_page_token_file and not _loopback(args.listen[0]):
+        parser.error(f"--placement-page on --listen {args.listen[0]}:{args.listen[1]} (not a loopback address) needs "
+                     "--placement-page-token-file: the page lists every workload and cluster to anyone reaching it")
+    if args.placement_page_token_file is not None and not args.placement_page:
+        parser.error("--placement-page-token-file: the placement page is off (add --placement-page)")
+    if args.placement_page_token_file is not None and not args.placement_page_token_file.strip():
+        parser.error("--placement-page-token-file: expected a file name")
     try:
         remediation = remediator_settings(args)
     except ValueError as exc:
@@ -178,4 +199,5 @@ def parse_args(argv: list[str] | None = None) -> SyncConfig:
         remediator=remediation,
         placement_page=args.placement_page,
         placement_page_refresh=args.placement_page_refresh,
+        placement_page_token_file=args.placement_page_token_file,
     )

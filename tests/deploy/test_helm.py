@@ -74,16 +74,17 @@ EQUIVALENT: dict[str, tuple[dict[str, Any], list[str], list[str]]] = {
     "annotations-only": ({"remediation": {"mode": "enforce", "annotationsOnly": True}}, SS,
                          ["remediation-enforce", "remediation-annotations-only"]),
     "monitoring": ({"monitoring": {"enabled": True}}, SS, ["monitoring"]),
+    "placement-page": ({"placementPage": {"enabled": True}}, SS, ["placement-page"]),
     # The base and the self-signed overlay's certificates alone (kustomize_builds makes the component).
     "no-cluster-crd": ({"clusterCRD": {"enabled": False}}, ["../../base"], ["../test-helm-tls"]),
     "everything": ({**PACKS, "certificates": {"source": "cert-manager"}, "monitoring": {"enabled": True},
-                    "remediation": {"mode": "enforce", "annotationsOnly": True}}, CM,
-                   ["limitrange", "schedulingpolicy", "remediation-enforce", "remediation-annotations-only",
-                    "monitoring"]),
+                    "remediation": {"mode": "enforce", "annotationsOnly": True}, "placementPage": {"enabled": True}},
+                   CM, ["limitrange", "schedulingpolicy", "remediation-enforce", "remediation-annotations-only",
+                        "monitoring", "placement-page"]),
     # Karmada: the chart installed twice (host-cluster, karmada-apiserver) is the one kustomize build.
     "karmada": ({**PACKS, "monitoring": {"enabled": True}, "remediation": {"mode": "enforce"},
-                 "karmada": {"enabled": True}}, SS,
-                ["limitrange", "schedulingpolicy", "remediation-enforce", "monitoring", "karmada"]),
+                 "placementPage": {"enabled": True}, "karmada": {"enabled": True}}, SS,
+                ["limitrange", "schedulingpolicy", "remediation-enforce", "monitoring", "placement-page", "karmada"]),
 }
 KARMADA_SIDES = ("host-cluster", "karmada-apiserver")
 CA_BUNDLE = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n").decode()
@@ -100,6 +101,7 @@ OVERRIDES = {
     "monitoring": {"enabled": True, "labels": {"release": "kube-prometheus-stack"},
                    "podMonitors": {"enabled": False}, "dashboard": {"namespace": "grafana"}},
     "keepOnUninstall": False,
+    "placementPage": {"enabled": True},  # its token volume names tokens.existingSecret too
 }
 # Every set of values rendered: the equivalents, each Karmada side alone, and the overrides.
 MATRIX: dict[str, dict[str, Any]] = {
@@ -561,6 +563,9 @@ def test_schedulingpolicies_wait_for_their_crd():
 
 def test_notes_say_how_to_check():
     _, _, notes = rendered({})
+    assert "placement page" not in notes
+    assert "localhost:8182/placement" in rendered(MATRIX["placement-page"])[2]
+    assert "Secret my-opa-tokens" in rendered(OVERRIDES)[2]
     for line in ("kubectl -n opa rollout status deployment/opa",
                  "kubectl -n opa rollout status deployment/fedplace-admission",
                  "annotations.fedplace\\\\.io/policy-status",  # as docs/operations.md has it
