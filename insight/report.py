@@ -39,7 +39,8 @@ from fedplace.common.opa_client import OpaClient, OpaError, OpaMalformedResponse
 from fedplace.insight.command import CliError, Unreachable, UsageError, guarded
 from fedplace.insight.evaluate import LiveOpa
 from fedplace.insight.options import (add_data_arguments, add_opa_arguments, add_output_argument, decision_path,
-                                      dump, http_url, opa_settings, prepare, split_list)
+                                      dump, http_url, opa_settings, prepare, read_text, split_list)
+from fedplace.insight import reasons
 from fedplace.insight.page import render
 from fedplace.insight.view import TEMPLATE_PLURALS, build_view, iso
 from fedplace.insight.whatif import bindings_of, decide_workloads, workloads_of
@@ -84,6 +85,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sync-url", type=http_url, metavar="URL",
                         help="take the page's data from opa-kube-sync (started with --placement-page) "
                              "instead of asking OPA")
+    parser.add_argument("--sync-token-file", metavar="FILE",
+                        help="bearer token for the sync's page (its --placement-page-token-file)")
     add_data_arguments(parser)
     add_opa_arguments(parser)
 
@@ -120,6 +123,7 @@ async def from_opa(args: argparse.Namespace) -> dict[str, Any]:
         workloads = workloads_of(data, split_list(args.resources))
         binding_plurals = [p for p in (args.resource_bindings, args.cluster_resource_bindings) if p and p in data]
         plurals = await template_plurals(opa) if binding_plurals else {}
+        settings = await reasons.read_settings(opa)
         live = LiveOpa(opa)
         try:
             decisions, asked = await decide_workloads(live, path, [w.obj for w in workloads], await live.parse())
@@ -134,16 +138,28 @@ async def from_opa(args: argparse.Namespace) -> dict[str, Any]:
     return build_view(clusters if isinstance(clusters, dict) else {}, [(w.resource, w.obj) for w in workloads],
                       source=f"OPA {opa.base_url} ({asked} decisions asked)", denials=denials, generated=now,
                       notes=["Remediations are recorded by opa-kube-sync: fedplace report --sync-url shows them."],
-                      bindings=bindings, template_of=template_lookup(data, plurals))
+                      bindings=bindings, template_of=template_lookup(data, plurals), settings=settings)
 
 
-async def from_sync(url: str, timeout: float) -> dict[str, Any]:
-    """The view opa-kube-sync serves at ``/placement.json``; raises :class:`CliError` (3 when the
-    sync cannot be reached or answers something else than the view)."""
+def sync_token(path: str | None) -> str | None:
+    """The sync page's bearer token from ``--sync-token-file`` (None without it)."""
+    if path is None:
+        return None
+    token = read_text(path, "--sync-token-file").strip()
+    if not token:
+        raise UsageError(f"--sync-token-file {path}: the file is empty (a bearer token is expected)")
+    return token
+
+
+async def from_sync(url: str, timeout: float, token: str | None = None) -> dict[str, Any]:
+    """The view opa-kube-sync serves at ``/placement.json`` (``token``: its page's bearer token);
+    raises :class:`CliError` (3 when the sync cannot be reached or answers something else than the
+    view)."""
     target = url.rstrip("/") + "/placement.json"
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
-            async with session.get(target) as resp:
+            async with session.get(target, headers=headers) as resp:
                 if resp.status != 200:
                     code = 3 if resp.status >= 500 else 2
                     raise CliError(f"{target} answered {resp.status} (is the sync run with --placement-page?)", code)
@@ -202,7 +218,11 @@ async def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if not target.parent.is_dir():
             raise UsageError(f"--output-file {args.output_file}: no such directory {target.parent}")
     try:
-        view = await (from_sync(args.sync_url, args.opa_timeout) if args.sync_url else from_opa(args))
+        if args.sync_url:
+            token = sync_token(args.sync_token_file)
+            view = await from_sync(args.sync_url, args.opa_timeout, token)
+        else:
+            view = await from_opa(args)
     except OpaError as exc:
         code = 3 if isinstance(exc, (OpaUnavailable, OpaMalformedResponse)) else 2
         raise CliError(f"cannot build the page from OPA: {exc}", code) from None

@@ -649,6 +649,15 @@ async def test_the_page_needs_its_token_and_the_rest_stays_open(placed: dict[str
     for path in ("/healthz", "/readyz", "/metrics"):
         status, _ = await get(base + path)
         assert status == 200, path
+    # fedplace report reads a protected page with --sync-token-file, and says why it cannot without
+    code, out, err = await run_command(report, ["-o", "json", "--sync-url", base])
+    assert code == 2 and "answered 401" in err, err
+    code, out, err = await run_command(report, ["-o", "json", "--sync-url", base, "--sync-token-file", str(token)])
+    assert code == 0 and json.loads(out)["clusters"], err
+    empty = tmp_path / "empty.token"
+    empty.write_text("\n")
+    code, out, err = await run_command(report, ["-o", "json", "--sync-url", base, "--sync-token-file", str(empty)])
+    assert code == 2 and "the file is empty" in err, err
     # the file is re-read when it changes (a rotated Secret)
     token.write_text("rotated-token-with-another-size")
     assert (await get(base + "/placement.json", {"Authorization": "Bearer s3cret-token"}))[0] == 401
