@@ -65,7 +65,6 @@ import argparse
 import asyncio
 import base64
 import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -85,6 +84,7 @@ from bench.common import Kube, Opa, add_server_flags, listener_pid, pct, post_al
 from devstack.karmada import CLUSTERS as KARMADA_CLUSTERS, RESOURCE_BINDINGS, crds, install_crds  # noqa: E402
 from devstack.launch import ServerProcess, wait_http  # noqa: E402
 from devstack.scratch import CRDS_PATH  # noqa: E402
+from devstack.shipped import shipped_policy_configmaps  # noqa: E402
 from devstack.tls import make_ca_and_cert  # noqa: E402
 from fedplace.common.kube_client import KubeApiError, kube_json, kube_stream  # noqa: E402
 from fedplace.sync import replicated_root  # noqa: E402
@@ -106,17 +106,6 @@ NAMESPACES = 20
 USER_EXCLUDE = ["zz-user-a", "zz-user-b"]
 
 
-def shipped() -> dict[str, dict[str, str]]:
-    """{ConfigMap: {key: Rego}} as deploy/ ships them (deploy/scripts/sync-policy-configmap.py's
-    sources(), what deploy/base/policies/policies.yaml is generated from)."""
-    path = ROOT / "deploy" / "scripts" / "sync-policy-configmap.py"
-    spec = importlib.util.spec_from_file_location("fedplace_sync_policy_configmap", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.sources()
-
-
 def policy_digest(mods: dict[str, str]) -> str:
     """Which Rego was measured (policies/ may change between runs): the modules loaded, their
     ConfigMaps, and a digest of their text."""
@@ -129,7 +118,7 @@ def policy_digest(mods: dict[str, str]) -> str:
 def modules() -> dict[str, str]:
     """Policy id -> Rego: the generated replicated root, then every shipped module."""
     out = {replicated_root.POLICY_ID: replicated_root.render()}
-    for cm, data in shipped().items():
+    for cm, data in shipped_policy_configmaps().items():
         out.update({f"{PREFIX}/{cm}/{key}": src for key, src in data.items()})
     return out
 
@@ -639,7 +628,7 @@ async def run_remediation(args: argparse.Namespace, tmp: Path) -> RemediationFig
                               rem_template(i, "3" if i < affected else "1", namespaces)) for i in range(total)])
         await post_all(api, [(RESOURCE_BINDINGS.collection_path(namespaces[i % REM_NAMESPACES]),
                               rem_binding(i, namespaces)) for i in range(total)])
-        configmaps = {**shipped(), "fedplace-settings": {"settings.rego": SETTINGS}}
+        configmaps = {**shipped_policy_configmaps(), "fedplace-settings": {"settings.rego": SETTINGS}}
         fig.policies = policy_digest({replicated_root.POLICY_ID: replicated_root.render(),
                                       **{f"{policy_ns}/{cm}/{k}": v for cm, data in configmaps.items()
                                          for k, v in data.items()}})

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import importlib.util
 import json
 import logging
 import secrets
@@ -49,6 +48,7 @@ from devstack.karmada import CLUSTERS, PROPAGATION_POLICIES, RESOURCE_BINDINGS, 
 from devstack.karmada.standins import DEPLOYMENTS, Detector, Scheduler
 from devstack.demo_support import opa_get, policy_ok
 from devstack.launch import ServerProcess
+from devstack.shipped import shipped_policy_configmaps
 from devstack.scratch import create_namespace
 
 __all__ = ["karmada_steps"]
@@ -83,21 +83,10 @@ WEBHOOK_RULES = [
 ]
 
 
-def _deploy_configmaps() -> dict[str, dict[str, str]]:
-    """{ConfigMap name: {key: Rego}} as deploy/base/policies/policies.yaml ships them
-    (deploy/scripts/sync-policy-configmap.py's ``sources``)."""
-    path = ROOT / "deploy" / "scripts" / "sync-policy-configmap.py"
-    spec = importlib.util.spec_from_file_location("fedplace_sync_policy_configmap", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.sources()
-
-
 def policy_configmaps() -> dict[str, dict[str, str]]:
     """The packs deploy/base ships and the settings ConfigMap of deploy/components/karmada
     (``control_plane := "karmada"``)."""
-    shipped = _deploy_configmaps()
+    shipped = shipped_policy_configmaps()
     settings = yaml.safe_load(SETTINGS_FILE.read_text())
     return {"fedplace-lib": shipped["fedplace-lib"], "fedplace-federation": shipped["fedplace-federation"],
             "fedplace-karmada": shipped["fedplace-karmada"], settings["metadata"]["name"]: settings["data"]}

@@ -19,7 +19,6 @@ the pack, the API server.
 from __future__ import annotations
 
 import base64
-import importlib.util
 import json
 import uuid
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ import jsonpatch
 import pytest
 from kubernetes_asyncio import client
 
+from devstack.shipped import shipped_policy_configmaps
 from fedplace.admission.config import config_from_mapping
 from fedplace.admission.lifecycle import Webhook
 from fedplace.common.kube_client import kube_json
@@ -56,12 +56,7 @@ KINDS = {
 
 def pack_configmaps() -> dict[str, dict[str, str]]:
     """{ConfigMap name: {key: Rego}} exactly as deploy/base/policies/policies.yaml ships them."""
-    path = ROOT / "deploy" / "scripts" / "sync-policy-configmap.py"
-    spec = importlib.util.spec_from_file_location("fedplace_sync_policy_configmap", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.sources()
+    return shipped_policy_configmaps()
 
 
 def dependency_order(modules: dict[str, str]) -> list[str]:
