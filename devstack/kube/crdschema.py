@@ -240,17 +240,7 @@ def _prune(x: Any, s: Schema | None) -> None:
         if s is None:
             x.clear()
             return
-        embedded = _flag(s, "x-kubernetes-embedded-resource")
-        props = s.get("properties") if isinstance(s.get("properties"), dict) else {}
-        for k in list(x):
-            if embedded and k in META_FIELDS:
-                continue
-            if k in props:
-                _prune(x[k], props[k] if isinstance(props[k], dict) else {})
-            elif _has_ap(s):
-                _prune(x[k], _sub(s, k))
-            else:
-                del x[k]
+        _prune_fields(x, s, drop_unknown=True)
     elif isinstance(x, list):
         for v in x:
             _prune(v, _items(s) if s is not None else None)
@@ -260,18 +250,26 @@ def _skip_prune(x: Any, s: Schema | None) -> None:
     if s is None:
         return
     if isinstance(x, dict):
-        embedded = _flag(s, "x-kubernetes-embedded-resource")
-        props = s.get("properties") if isinstance(s.get("properties"), dict) else {}
-        for k in list(x):
-            if embedded and k in META_FIELDS:
-                continue
-            if k in props:
-                _prune(x[k], props[k] if isinstance(props[k], dict) else {})
-            elif _has_ap(s):
-                _prune(x[k], _sub(s, k))
+        _prune_fields(x, s, drop_unknown=False)
     elif isinstance(x, list):
         for v in x:
             _skip_prune(v, _items(s))
+
+
+def _prune_fields(x: dict[str, Any], s: Schema, drop_unknown: bool) -> None:
+    """Prune each field of an object by its schema; fields the schema does not know are dropped
+    when ``drop_unknown`` (kept under x-kubernetes-preserve-unknown-fields)."""
+    embedded = _flag(s, "x-kubernetes-embedded-resource")
+    props = s.get("properties") if isinstance(s.get("properties"), dict) else {}
+    for k in list(x):
+        if embedded and k in META_FIELDS:
+            continue
+        if k in props:
+            _prune(x[k], props[k] if isinstance(props[k], dict) else {})
+        elif _has_ap(s):
+            _prune(x[k], _sub(s, k))
+        elif drop_unknown:
+            del x[k]
 
 
 def prune_nulls(x: Any, s: Schema | None) -> None:
