@@ -14,9 +14,10 @@ object during a slow write becomes one write. A relist discards pending
 events (the list supersedes them) under the same lock the flusher writes
 under, so an old event can never land after a newer list.
 
-The RBAC binding types also get a subject index beside the collection
-(:mod:`fedplace.sync.subject_index`), rewritten from the informer's cache after each
-write of the collection and retried on its own when it fails.
+The RBAC binding types and the clusters also get an index beside the collection
+(:mod:`fedplace.sync.indexes`), rewritten from the informer's cache after each
+write of the collection, before anything is told of it, and retried on its own
+when it fails.
 
 The informer of a type (:meth:`ReplicationHandler.informer_settings`) strips
 noise as objects arrive, so its cache holds what OPA gets, and excludes
@@ -47,7 +48,7 @@ from fedplace.common.kube_client import Resource
 from fedplace.common.opa_client import OpaClient, OpaRequestError, OpaUnavailable
 from fedplace.common.secrets import LAST_APPLIED, without_secret_content
 from fedplace.sync.signal import ChangeSignal
-from fedplace.sync.subject_index import index_path, indexed, subject_index
+from fedplace.sync.indexes import index_of, index_path
 
 __all__ = ["LAST_APPLIED", "MAX_BATCH", "ReplicationHandler", "batch_ops", "layout", "namespace_field_selector",
            "object_path", "strip"]
@@ -65,7 +66,7 @@ LAG = Histogram("fedplace_sync_replication_lag_seconds", "From receiving a watch
                 ["resource"], buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
 # Read at scrape time (ReplicationHandler.last_sync): the time of the scrape while OPA holds
 # everything the informer has seen; once something waits to be written (a watch event, a failed
-# collection write, a stale subject index) it stays at the moment that began until all of it is
+# collection write, a stale index) it stays at the moment that began until all of it is
 # written. Before the initial list is in OPA: the handler's start.
 LAST_SYNC = Gauge("fedplace_sync_last_sync_timestamp_seconds",
                   "Last time (Unix seconds) OPA held everything the informer had seen of this resource: the current "
@@ -182,7 +183,7 @@ class ReplicationHandler:
         self.synced = asyncio.Event()
         self._pending: dict[str, _Pending] = {}
         self._full_pending = False  # the whole collection still has to be written
-        self._indexed = indexed(resource)  # RBAC bindings: a subject index beside the collection
+        self._index = index_of(resource)  # RBAC bindings, clusters: an index beside the collection
         self._index_stale = False  # the index still has to be written
         self._present: set[str] = set()  # keys of the objects OPA holds (for the gauge)
         self._wake = asyncio.Event()
@@ -269,7 +270,7 @@ class ReplicationHandler:
             self.on_opa_error()
             raise
         FULL_PUSHES.labels(self._label).inc()
-        if self._indexed:
+        if self._index is not None:
             await self._refresh_index(doc)
         if self.resource.namespaced:
             self._present = {f"{ns}/{name}" for ns, names in doc.items() for name in names}
@@ -278,18 +279,20 @@ class ReplicationHandler:
         OBJECTS.labels(self._label).set(len(self._present))
 
     async def _refresh_index(self, collection: dict[str, Any] | None = None) -> None:
-        """Write the subject index (:mod:`fedplace.sync.subject_index`) of the ``collection`` document
+        """Write the index (:mod:`fedplace.sync.indexes`) of the ``collection`` document
         just written, or of the informer's cache. Never raises: a failure leaves the index stale
         for the flusher to retry, and never holds up the collection's own writes."""
+        if self._index is None:
+            return
         if collection is None:
             collection = layout(self.resource, self.informer.objects.values(), self.ignore)
         self._index_stale = True
         try:
-            await self.opa.put_data(index_path(self.root, self.resource), subject_index(self.resource, collection))
+            await self.opa.put_data(index_path(self.root, self.resource), self._index(collection))
         except Exception as exc:  # noqa: BLE001 - retried by the flusher, whatever it is
             if isinstance(exc, OpaUnavailable):
                 self.on_opa_error()
-            log.warning("subject index write failed; will retry", extra={"resource": self._label, "error": str(exc)})
+            log.warning("index write failed; will retry", extra={"resource": self._label, "error": str(exc)})
             self._wake.set()
             return
         self._index_stale = False
@@ -332,7 +335,7 @@ class ReplicationHandler:
                         failures += 1
                         break
                     failures = 0
-                if self._indexed and not self._full_pending and (written or self._index_stale):
+                if self._index is not None and not self._full_pending and (written or self._index_stale):
                     await self._refresh_index()
                     if self._index_stale:
                         failures += 1

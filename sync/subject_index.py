@@ -24,7 +24,7 @@ from typing import Any
 
 from fedplace.common.kube_client import Resource
 
-__all__ = ["INDEXED", "index_path", "indexed", "subject_index"]
+__all__ = ["INDEXED", "indexed", "subject_index"]
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
 INDEXED = frozenset({"clusterrolebindings", "rolebindings"})
@@ -33,11 +33,6 @@ INDEXED = frozenset({"clusterrolebindings", "rolebindings"})
 def indexed(resource: Resource) -> bool:
     """Whether ``resource`` gets a subject index (the RBAC binding types)."""
     return resource.group == RBAC_GROUP and resource.plural in INDEXED
-
-
-def index_path(root: str, resource: Resource) -> list[str]:
-    """Where the index of ``resource`` lives in OPA's data: ``[<root>_index, plural]``."""
-    return [f"{root}_index", resource.plural]
 
 
 def _subject_names(obj: dict[str, Any]) -> set[str]:

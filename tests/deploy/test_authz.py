@@ -20,7 +20,7 @@ import pytest
 
 from fedplace.common.kube_client import Resource
 from devstack.launch import ServerProcess
-from fedplace.sync.subject_index import index_path
+from fedplace.sync.indexes import index_path
 from tests.deploy.conftest import DEPLOY, SCRIPTS, container, expand_env, flag, run
 
 AUTHZ = DEPLOY / "base" / "opa" / "authz.rego"

@@ -1,0 +1,38 @@
+"""The derived documents opa-kube-sync keeps beside the mirror, per replicated type.
+
+OPA keeps no state between queries, so a lookup a policy makes on every
+decision is cheap only if it is data. Two types get an index, rewritten from
+the informer's cache after each write of their collection and before anything
+is told of the change, at ``data.<root>_index.<plural>`` (``data.<root>``
+stays an exact mirror):
+
+* the RBAC bindings, by subject name (:mod:`fedplace.sync.subject_index`);
+* the clusters, by label value and region (:mod:`fedplace.sync.cluster_index`).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any, Callable
+
+from fedplace.common.kube_client import Resource
+from fedplace.sync import cluster_index, subject_index
+
+__all__ = ["Index", "index_of", "index_path"]
+
+Index = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def index_of(resource: Resource) -> Index | None:
+    """The function computing ``resource``'s index from its collection document
+    (``{ns: {name: obj}}`` or ``{name: obj}``), or None when it has none."""
+    if subject_index.indexed(resource):
+        return partial(subject_index.subject_index, resource)
+    if cluster_index.indexed(resource):
+        return cluster_index.cluster_index
+    return None
+
+
+def index_path(root: str, resource: Resource) -> list[str]:
+    """Where the index of ``resource`` lives in OPA's data: ``[<root>_index, plural]``."""
+    return [f"{root}_index", resource.plural]
