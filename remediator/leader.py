@@ -2,7 +2,10 @@
 
 Only the holder of the Lease remediates, so several replicas never patch the
 same object twice. The holder renews every ``lease_duration / 3``; another
-replica takes over once ``renewTime + leaseDurationSeconds`` has passed.
+replica takes over once ``renewTime + leaseDurationSeconds`` has passed: a
+follower retries every ``lease_duration / 3``, and sooner when the holder's
+Lease expires before that, so a dead holder is replaced within the lease's
+duration of its last renewal.
 Takeover and renewal are updates guarded by ``resourceVersion``: a 409 means
 another replica won, and this one stays (or becomes) a follower. The gauge
 ``fedplace_remediation_leader{lease="<namespace>/<name>"}`` is 1 while this
@@ -67,6 +70,8 @@ class LeaderElector:
         self.lease_duration = lease_duration
         self.is_leader = False
         self.changed = asyncio.Event()
+        # Seconds until another holder's Lease, as last read, expires (None: not held by another).
+        self.held_for: float | None = None
         self.gauge = LEADER.labels(f"{namespace}/{name}")
         self.gauge.set(0)
 
@@ -77,6 +82,7 @@ class LeaderElector:
     async def try_acquire(self) -> bool:
         """One attempt to acquire or renew; returns whether this replica leads."""
         now = _now()
+        self.held_for = None
         spec = {
             "holderIdentity": self.identity,
             "leaseDurationSeconds": int(self.lease_duration),
@@ -103,6 +109,8 @@ class LeaderElector:
         duration = float(current.get("leaseDurationSeconds") or self.lease_duration)
         expired = renewed is None or renewed + timedelta(seconds=duration) < now
         if holder and holder != self.identity and not expired:
+            if renewed is not None:
+                self.held_for = (renewed + timedelta(seconds=duration) - now).total_seconds()
             return self._set(False)
         new_spec = dict(current)
         new_spec.update(spec)
@@ -137,7 +145,16 @@ class LeaderElector:
             except Exception as exc:  # noqa: BLE001 - unknown state: not the leader
                 log.warning("lease renewal failed", extra={"error": str(exc)})
                 self._set(False)
-            await asyncio.sleep(self.lease_duration / 3)
+            await asyncio.sleep(self.next_attempt_in())
+
+    def next_attempt_in(self) -> float:
+        """Seconds until the next attempt: a renewal or retry every third of the lease
+        duration, or just after another holder's Lease expires if that comes first (a
+        holder that died is then replaced on time, not up to a retry period late)."""
+        period = self.lease_duration / 3
+        if self.held_for is None:
+            return period
+        return min(period, max(0.0, self.held_for) + 0.05)
 
     async def release(self) -> None:
         """Give the Lease up on shutdown so another replica takes over at once."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from fedplace.common.events import EventRecorder
 from fedplace.common.kube_client import Resource, kube_json
 from fedplace.common.opa_client import OpaClient, OpaSettings
 from fedplace.remediator.config import RemediatorSettings
+from fedplace.remediator.leader import LeaderElector
 from fedplace.remediator.remediator import ApiObjectSource, Remediator
 from fedplace.sync.notifications import add_notifications_route
 from tests.fixtures.kube import ScratchNamespaces
@@ -271,6 +273,35 @@ async def test_two_replicas_one_leader_patches(world, opa):
         await asyncio.gather(*tasks, return_exceptions=True)
         await client_a.close()
         await client_b.close()
+
+
+async def test_a_dead_holder_is_replaced_within_its_lease_duration(world):
+    """The Lease's holder died right after renewing it for 2 s. A replica whose own
+    retry period is 5 s (lease duration 15 s) takes over when those 2 s are up, not at
+    its next periodic retry: a new leader within the lease duration of the last renewal."""
+    api = world
+    renewed = datetime.now(timezone.utc)
+    await kube_json(api, "POST", f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases", body={
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "fedplace-remediator"},
+        "spec": {"holderIdentity": "replica-gone", "leaseDurationSeconds": 2, "leaseTransitions": 0,
+                 "acquireTime": renewed.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                 "renewTime": renewed.strftime("%Y-%m-%dT%H:%M:%S.%fZ")}})
+    elector = LeaderElector(api, NS, "fedplace-remediator", "replica-b", lease_duration=15.0)
+    task = asyncio.create_task(elector.run())
+    try:
+        async def leads() -> None:
+            while not elector.is_leader:
+                elector.changed.clear()
+                await elector.changed.wait()
+
+        await asyncio.wait_for(leads(), 30)
+        took = (datetime.now(timezone.utc) - renewed).total_seconds()
+        assert 2.0 <= took < 3.5, f"took over {took:.2f} s after the last renewal of a 2 s lease"
+        lease = await kube_json(api, "GET", f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/fedplace-remediator")
+        assert lease["spec"]["holderIdentity"] == "replica-b" and lease["spec"]["leaseTransitions"] == 1
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
 
 async def test_no_notifications_route_without_a_token_file(world, opa, aiohttp_client):
