@@ -10,7 +10,8 @@ document of its own, derived from the mirror and never part of it, at
     {"layout": 1,
      "names":   {<cluster>: true},                       # every replicated cluster
      "labels":  {<label key>: {<value>: {<cluster>: true}}},
-     "regions": {<region>: {<cluster>: true}}}
+     "regions": {<region>: {<cluster>: true}},
+     "named_by": {<label key>: {<cluster>: true}}}
 
 * ``labels`` holds every label of every cluster. Label values are strings (the
   API server refuses anything else); a value that is not one is left out.
@@ -18,6 +19,9 @@ document of its own, derived from the mirror and never part of it, at
   Federation v1 Cluster's ``status.region``, else a Karmada Cluster's
   ``spec.region`` — when it is a string. A cluster whose ``status`` has a
   ``region`` that is not a string has no region (its ``spec`` is not read).
+* ``named_by``: the clusters whose label ``key`` is their own name (how a
+  cluster selector names clusters: the setting ``cluster_name_label``).
+* ``names``: every replicated cluster (an entry that is not an object is none).
 * ``layout`` names this layout; a policy uses the index only when it knows the
   layout, and reads every cluster otherwise (so does a policy when the index
   is absent, as in ``opa test`` or beside another sync).
@@ -70,13 +74,17 @@ def cluster_index(collection: dict[str, Any]) -> dict[str, Any]:
     ``{name: cluster}`` document."""
     labels: dict[str, dict[str, dict[str, bool]]] = {}
     regions: dict[str, dict[str, bool]] = {}
+    named_by: dict[str, dict[str, bool]] = {}
     for name, cluster in collection.items():
         cluster_labels = _get(cluster, "metadata", "labels")
         if isinstance(cluster_labels, dict):
             for key, value in cluster_labels.items():
                 if isinstance(value, str):
                     labels.setdefault(key, {}).setdefault(value, {})[name] = True
+                if value == name:
+                    named_by.setdefault(key, {})[name] = True
         where = region(cluster)
         if where is not None:
             regions.setdefault(where, {})[name] = True
-    return {"layout": LAYOUT, "names": {name: True for name in collection}, "labels": labels, "regions": regions}
+    names = {name: True for name, cluster in collection.items() if isinstance(cluster, dict)}
+    return {"layout": LAYOUT, "names": names, "labels": labels, "regions": regions, "named_by": named_by}

@@ -103,9 +103,54 @@ annotation_errors contains msg if {
 
 clusters := data.kubernetes.clusters
 
-# One pass over the clusters: the remediation library evaluates this policy
-# once per replicated object.
-eligible_clusters contains name if {
+# -- the clusters, through opa-kube-sync's index when it is there ---------------------
+#
+# opa-kube-sync keeps the clusters grouped by label value and by region beside
+# the mirror, at data.kubernetes_index.clusters (docs/sync.md, "Indexes"):
+#   {"layout": 1, "names": {name: true}, "labels": {key: {value: {name: true}}},
+#    "regions": {region: {name: true}}, "named_by": {key: {name: true}}}
+# With it, which clusters an object may use is a few set operations over the
+# distinct values the rules test, not a pass over every cluster; without it
+# (opa test, OPA fed by another sync, an index of a layout these rules do not
+# know) the rules read every cluster. Same decision either way
+# (placement_index_test.rego). The index is read where it is, never passed to a
+# function: a real OPA server converts a stored document passed whole.
+
+cluster_index_ready if data.kubernetes_index.clusters.layout == 1
+
+# Every replicated cluster's name.
+cluster_names := object.keys(data.kubernetes_index.clusters.names) if {
+	cluster_index_ready
+} else := object.keys(clusters) if {
+	is_object(clusters)
+} else := set()
+
+# The clusters whose region is in the EU and whose PCI level meets the
+# requirement (when EU jurisdiction is required), else whose PCI level does.
+eligible_clusters := indexed_eligible if cluster_index_ready
+
+else := scanned_eligible
+
+indexed_eligible := pci_indexed if not eu_required
+
+indexed_eligible := pci_indexed & eu_indexed if eu_required
+
+pci_indexed := cluster_names if required_pci == 0
+
+pci_indexed := union({object.keys(names) |
+	some value, names in data.kubernetes_index.clusters.labels[pci_label]
+	whole_number(value)
+	number(value) >= required_pci
+}) if {
+	required_pci > 0
+}
+
+eu_indexed := union({object.keys(names) |
+	some region, names in data.kubernetes_index.clusters.regions
+	regex.match(eu_region_pattern, lower(region))
+})
+
+scanned_eligible contains name if {
 	not eu_required
 	some name, cluster in clusters
 	pci_ok(object.get(cluster, ["metadata", "labels", pci_label], "0"))
@@ -116,7 +161,7 @@ eligible_clusters contains name if {
 # Cluster's status.region, else a Karmada Cluster's spec.region.
 eu_region_pattern := `^(europe-|eu-)|europe$`
 
-eligible_clusters contains name if {
+scanned_eligible contains name if {
 	eu_required
 	some name, cluster in clusters
 	region := object.get(cluster, ["status", "region"], object.get(cluster, ["spec", "region"], ""))

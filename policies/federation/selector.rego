@@ -259,10 +259,12 @@ requirement_matches(r, labels) if {
 } else := false
 
 # The replicated clusters a list of requirements admits (all of them ANDed);
-# no requirement admits every cluster.
-matching_clusters(reqs) := object.keys(clusters) if {
+# no requirement admits every cluster. With opa-kube-sync's cluster index
+# (lib.rego) each requirement is a set built from the label's values.
+matching_clusters(reqs) := cluster_names if {
 	count(reqs) == 0
-	is_object(clusters)
+} else := intersection({requirement_clusters(r) | some r in reqs}) if {
+	cluster_index_ready
 } else := {name |
 	some name, _ in clusters
 	labels := cluster_labels(name)
@@ -270,6 +272,43 @@ matching_clusters(reqs) := object.keys(clusters) if {
 		requirement_matches(r, labels)
 	}
 }
+
+# The clusters one (well-formed) requirement admits, from the cluster index;
+# the same as requirement_matches over every cluster.
+requirement_clusters(r) := labelled_in(r.key, r.values) if {
+	r.operator == "In"
+} else := cluster_names - labelled_in(r.key, r.values) if {
+	r.operator == "NotIn"
+} else := labelled(r.key) if {
+	r.operator == "Exists"
+} else := cluster_names - labelled(r.key) if {
+	r.operator == "DoesNotExist"
+} else := union({object.keys(names) |
+	some value, names in data.kubernetes_index.clusters.labels[r.key]
+	whole_number(value)
+	number(value) > number(r.values[0])
+}) if {
+	r.operator == "Gt"
+} else := union({object.keys(names) |
+	some value, names in data.kubernetes_index.clusters.labels[r.key]
+	whole_number(value)
+	number(value) < number(r.values[0])
+}) if {
+	r.operator == "Lt"
+}
+
+# The clusters with label `key` of one of `values`; with label `key` at all.
+labelled_in(key, values) := union({object.keys(names) |
+	some value in values
+	names := data.kubernetes_index.clusters.labels[key][value]
+})
+
+labelled(key) := union({object.keys(names) | some names in data.kubernetes_index.clusters.labels[key]})
+
+# The clusters of `candidates` (replicated ones) a list of requirements admits.
+admitted(reqs, candidates) := candidates if count(reqs) == 0
+
+else := matching_clusters(reqs) & candidates
 
 # -- the decision's parts ----------------------------------------------------------------
 
@@ -279,11 +318,19 @@ matching_clusters(reqs) := object.keys(clusters) if {
 
 # Eligible clusters the policy can name: labelled with cluster_name_label = their
 # name. One pass over the eligible clusters only, not over all of them.
-selector_eligible contains name if {
+selector_eligible := eligible_clusters & indexed_named_clusters if {
+	selector_kind
+	cluster_index_ready
+} else := {name |
 	selector_kind
 	some name in eligible_clusters
 	cluster_labels(name)[cluster_name_label] == name
 }
+
+# The clusters whose cluster_name_label is their name, from the cluster index.
+indexed_named_clusters := object.keys(data.kubernetes_index.clusters.named_by[cluster_name_label]) if {
+	cluster_index_ready
+} else := set()
 
 # D: the developer's requirements on other labels, kept as they are.
 developer_requirements := [r | some r in selector_requirements; r.key != cluster_name_label]
@@ -301,10 +348,10 @@ developer_name_requirements := name_requirements if {
 developer_selector := array.concat(developer_requirements, developer_name_requirements)
 
 # Eligible clusters the developer's whole selector admits: none is a contradiction.
-selector_admitted := matching_clusters(developer_selector) & selector_eligible if selector_constrained
+selector_admitted := admitted(developer_selector, selector_eligible) if selector_constrained
 
 # The clusters the decision names: eligible, and admitted by the developer's N.
-selector_allowed := matching_clusters(developer_name_requirements) & selector_eligible if selector_constrained
+selector_allowed := admitted(developer_name_requirements, selector_eligible) if selector_constrained
 
 selector_placeable if {
 	count(selector_errors) == 0

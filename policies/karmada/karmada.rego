@@ -96,7 +96,7 @@ settings_errors contains msg if {
 
 # -- clusters -----------------------------------------------------------------------
 
-all_clusters := {name | some name, _ in placement.clusters}
+all_clusters := placement.cluster_names
 
 cluster_values(name) := sprintf("%s (region %s, %s %s)", [name, region, placement.pci_label, level]) if {
 	cluster := placement.clusters[name]
@@ -418,7 +418,7 @@ selected_templates contains t if {
 	selects(rs, t)
 }
 
-candidates(rs, plural) := objects if {
+candidates(_, plural) := objects if {
 	input.kind == "PropagationPolicy"
 	objects := replicated.collection(plural)[input.metadata.namespace]
 }

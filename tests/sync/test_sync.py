@@ -27,6 +27,7 @@ from fedplace.sync.app import SyncApp
 from fedplace.sync.config import parse_args
 from fedplace.sync.policy_status import STATUS_ANNOTATION
 from fedplace.sync.replicate import LAST_APPLIED, layout, strip
+from fedplace.sync.cluster_index import cluster_index
 from fedplace.sync.subject_index import subject_index
 from tests.fixtures.kube import ScratchNamespaces
 from tests.metrics import metric
@@ -441,8 +442,22 @@ async def test_custom_resource_cluster_scoped(kube, kube_api, opa, start_sync):
     assert await mirrored(api, opa, CLUSTERS)
     got = await opa_data(opa, "kubernetes", "clusters")
     assert set(got) == {"eu-1", "us-1"} and got["eu-1"]["kind"] == "Cluster"
+
+    async def index_follows() -> bool:
+        return await opa_data(opa, "kubernetes_index", "clusters") == cluster_index(await api_view(api, CLUSTERS))
+
+    # Beside the mirror, the clusters by label value and region (sync/cluster_index.py).
+    await eventually(index_follows, what="the cluster index")
+    assert await opa_data(opa, "kubernetes_index", "clusters", "regions") == {"europe-west1": {"eu-1": True},
+                                                                             "us-east1": {"us-1": True}}
+    await kube_json(api, "PATCH", CLUSTERS.object_path("eu-1"),
+                    body={"metadata": {"labels": {"pci-compliance-level": "3"}}},
+                    content_type="application/merge-patch+json")
+    await eventually(lambda: _eq(opa_data(opa, "kubernetes_index", "clusters", "labels", "pci-compliance-level"),
+                                 {"3": {"eu-1": True}, "2": {"us-1": True}}), what="a label change in the index")
     await kube_json(api, "DELETE", CLUSTERS.object_path("us-1"))
     await assert_in_sync(api, opa, CLUSTERS)
+    await eventually(index_follows, what="the deleted cluster out of the index")
 
 
 def rbac_binding(name: str, subjects: list[dict[str, str]], namespace: str | None = None) -> dict[str, Any]:
@@ -509,7 +524,7 @@ async def test_a_subject_index_write_that_fails_is_retried_on_its_own(world, opa
     try:
         await assert_in_sync(api, opa, CRB, timeout=15)
         await eventually(lambda: index_follows(api, opa, CRB), 15, "the index after the 500s")
-        refused = [r for r in caplog.records if r.getMessage() == "subject index write failed; will retry"]
+        refused = [r for r in caplog.records if r.getMessage() == "index write failed; will retry"]
         assert len(refused) == 6  # every refusal was met, and retried past
         assert await opa_data(opa, "kubernetes_index", "clusterrolebindings", f"u-{NS}") == {crb: True}
     finally:

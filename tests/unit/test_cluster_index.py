@@ -22,16 +22,17 @@ def cluster(labels=None, status=None, spec=None):
 
 
 def test_labels_and_regions_group_the_clusters():
-    clusters = {"a": cluster({"pci-compliance-level": "2", "tier": "gold"}, {"region": "europe-west1"}),
+    clusters = {"a": cluster({"pci-compliance-level": "2", "tier": "gold", "id": "a"}, {"region": "europe-west1"}),
                 "b": cluster({"pci-compliance-level": "2"}, spec={"region": "eu-central-1"}),
                 "c": cluster({"pci-compliance-level": "0"}, {"region": "us-east1"}, {"region": "eu-west-1"}),
-                "d": cluster()}
+                "d": cluster({"id": "a"})}
     assert cluster_index(clusters) == {
         "layout": LAYOUT,
         "names": {"a": True, "b": True, "c": True, "d": True},
         "labels": {"pci-compliance-level": {"2": {"a": True, "b": True}, "0": {"c": True}},
-                   "tier": {"gold": {"a": True}}},
+                   "tier": {"gold": {"a": True}}, "id": {"a": {"a": True, "d": True}}},
         "regions": {"europe-west1": {"a": True}, "eu-central-1": {"b": True}, "us-east1": {"c": True}},
+        "named_by": {"id": {"a": True}},  # d's label names another cluster
     }
 
 
@@ -48,8 +49,8 @@ def test_region_is_status_region_else_spec_region_when_a_string():
 def test_malformed_labels_are_left_out_but_the_cluster_is_named():
     doc = cluster_index({"a": cluster({"ok": "v", "n": 3}), "b": {"metadata": {"labels": ["x"]}}, "c": "junk"})
     assert doc["labels"] == {"ok": {"v": {"a": True}}}
-    assert doc["names"] == {"a": True, "b": True, "c": True}
-    assert doc["regions"] == {}
+    assert doc["names"] == {"a": True, "b": True}  # an entry that is not an object is no cluster
+    assert doc["regions"] == {} and doc["named_by"] == {}
 
 
 def test_only_cluster_scoped_clusters_types_are_indexed():
