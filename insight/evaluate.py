@@ -37,6 +37,7 @@ from fedplace.common.opa_client import (OpaClient, OpaCompileError, OpaError, Op
                                         OpaUndefined, normalise_base_url)
 from fedplace.common.opa_errors import split_errors
 from fedplace.insight.inputs import UNDEFINED, subset
+from fedplace.sync.indexes import indexes_of
 
 __all__ = ["BindingsEvaluator", "Decision", "Evaluator", "EvaluatorUnavailable", "LiveOpa", "ScratchOpaEvaluator",
            "bindings_available", "data_query", "install_command", "system_module"]
@@ -99,6 +100,16 @@ def bindings_available() -> bool:
 
 
 Errors = dict[str, list[dict[str, Any]]]
+
+
+def replicated(root: str, data: Any) -> dict[str, Any]:
+    """The data documents opa-kube-sync keeps for ``data`` at ``data.<root>``: the mirror, and
+    beside it (``data.<root>_index``) the indexes it derives from it (sync/indexes.py)."""
+    return {root: data, index_root(root): indexes_of(data) if isinstance(data, dict) else {}}
+
+
+def index_root(root: str) -> str:
+    return f"{root}_index"
 
 
 class Evaluator:
@@ -207,7 +218,7 @@ class BindingsEvaluator(Evaluator):
         """The live modules are taken as they are: the live OPA compiled them (a module this OPA
         would refuse shows as an evaluation error of every decision)."""
         self.modules = dict(modules)
-        self._doc = {root: data}
+        self._doc = replicated(root, data)
         self._forget()
         return {}
 
@@ -218,7 +229,7 @@ class BindingsEvaluator(Evaluator):
         return errors
 
     async def set_data(self, root: str, data: Any) -> None:
-        self._doc = {root: data}
+        self._doc = replicated(root, data)
         self._forget()
 
     def _forget(self) -> None:
@@ -331,10 +342,10 @@ class ScratchOpaEvaluator(Evaluator):
                 raise EvaluatorUnavailable(f"{self.name} holds opa-kube-sync's sentinel ({SENTINEL}): it is a live "
                                            "OPA, not a scratch one")
             await self._clear()
-            await self.opa.delete_data([root])
+            await self._delete_data(root)
         except OpaError as exc:
             raise EvaluatorUnavailable(f"{self.name}: {exc}") from exc
-        self._root, self._doc, self._pushed = root, {root: data}, set()
+        self._root, self._doc, self._pushed = root, replicated(root, data), set()
         return await _rounds(dict(modules), self._attempt)
 
     async def _push(self, data_paths: frozenset[tuple[Any, ...]] | None) -> None:
@@ -343,7 +354,8 @@ class ScratchOpaEvaluator(Evaluator):
         if () in self._pushed:
             return
         if data_paths is None:
-            await self.opa.put_data([self._root], self._doc[self._root])
+            for top, doc in self._doc.items():
+                await self.opa.put_data([top], doc)
             self._pushed = {()}
             return
         for path in sorted(data_paths, key=len):
@@ -376,8 +388,13 @@ class ScratchOpaEvaluator(Evaluator):
         return await _rounds(todo, self._attempt)
 
     async def set_data(self, root: str, data: Any) -> None:
-        await self.opa.delete_data([self._root])
-        self._root, self._doc, self._pushed = root, {root: data}, set()
+        await self._delete_data(self._root)
+        self._root, self._doc, self._pushed = root, replicated(root, data), set()
+
+    async def _delete_data(self, root: str) -> None:
+        """Delete the copied data: the mirror and its indexes."""
+        await self.opa.delete_data([root])
+        await self.opa.delete_data([index_root(root)])
 
     async def decide(self, path: Sequence[str], inputs: Sequence[Any],
                      data_paths: frozenset[tuple[Any, ...]] | None = None) -> list[Decision]:
@@ -398,7 +415,7 @@ class ScratchOpaEvaluator(Evaluator):
         """Delete the copied data; the modules stay until the next run replaces them (deleting
         each makes OPA recompile the others)."""
         try:
-            await self.opa.delete_data([self._root])
+            await self._delete_data(self._root)
         except OpaError:
             pass
         finally:

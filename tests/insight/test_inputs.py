@@ -212,3 +212,27 @@ async def test_idle_packs_read_nothing():
                                   **schedulingpolicies()})
     assert busy.paths("ReplicaSet") == {("kind",), ("metadata", "namespace"), ("spec", "template", "spec"),
                                         *annotations}
+
+
+async def test_what_if_decides_with_the_indexes_the_sync_would_keep():
+    """The evaluator holds, beside the copied mirror, the indexes opa-kube-sync derives from it
+    (so placement reads the cluster index as in production), recomputed when the copy changes:
+    a proposed label change moves the cluster in the index too."""
+    def cluster(name: str, level: str) -> dict[str, Any]:
+        return {"metadata": {"name": name, "labels": {"pci-compliance-level": level}}, "status": {"region": "eu-west-1"}}
+
+    rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web", "namespace": "shop", "annotations": {
+        "policy.federation.alpha.kubernetes.io/pci-compliance-level": "3"}}}
+    ready = ("io", "k8s", "federation", "placement", "cluster_index_ready")
+    eligible = ("io", "k8s", "federation", "placement", "eligible_clusters")
+    evaluator = BindingsEvaluator()
+    try:
+        assert await evaluator.load(modules(tests=False), "kubernetes",
+                                    {"clusters": {"a": cluster("a", "1"), "b": cluster("b", "3")}}) == {}
+        assert (await evaluator.values([ready]))[ready] is True
+        assert (await evaluator.decide(eligible, [rs]))[0].value == ["b"]
+        await evaluator.set_data("kubernetes", {"clusters": {"a": cluster("a", "3"), "b": cluster("b", "3")}})
+        assert (await evaluator.values([ready]))[ready] is True
+        assert (await evaluator.decide(eligible, [rs]))[0].value == ["a", "b"]
+    finally:
+        await evaluator.close()

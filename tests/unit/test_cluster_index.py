@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from fedplace.common.kube_client import Resource
 from fedplace.sync.cluster_index import LAYOUT, cluster_index, indexed, region
-from fedplace.sync.indexes import index_of, index_path
+from fedplace.sync.indexes import index_of, index_path, indexes_of
+from fedplace.sync.subject_index import subject_index
 
 FEDERATION = Resource("federation.fedplace.io", "v1beta1", "clusters", False)
 KARMADA = Resource("cluster.karmada.io", "v1alpha1", "clusters", False)
@@ -60,3 +61,16 @@ def test_only_cluster_scoped_clusters_types_are_indexed():
     assert index_of(KARMADA) is cluster_index
     assert index_of(Resource("apps", "v1", "replicasets", True)) is None
     assert index_path("kubernetes", KARMADA) == ["kubernetes_index", "clusters"]
+
+
+def test_indexes_of_a_mirror_are_what_the_sync_writes_beside_it():
+    crb = Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings", False)
+    rb = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", True)
+    mirror = {"clusters": {"a": cluster({"x": "1"})},
+              "clusterrolebindings": {"b": {"subjects": [{"kind": "User", "name": "u"}]}},
+              "rolebindings": {"shop": {"r": {"subjects": [{"kind": "User", "name": "v"}]}}},
+              "replicasets": {"shop": {"web": {}}}}
+    assert indexes_of(mirror) == {"clusters": cluster_index(mirror["clusters"]),
+                                  "clusterrolebindings": subject_index(crb, mirror["clusterrolebindings"]),
+                                  "rolebindings": subject_index(rb, mirror["rolebindings"])}
+    assert indexes_of({"clusters": "junk"}) == {}
