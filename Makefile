@@ -56,6 +56,8 @@ bench: $(STAMP)
 	$(PY) bench/schedulingpolicy.py $(BENCH_ARGS)
 	$(PY) bench/insight.py $(BENCH_ARGS)
 	$(PY) bench/karmada.py $(BENCH_ARGS)
+	$(PY) bench/scale.py $(BENCH_ARGS)
+	$(PY) bench/ha.py $(BENCH_ARGS)
 	$(PY) bench/kube_slim.py
 
 # Every benchmark against the real servers (as `make test-real`: both variables set). The engine,
