@@ -6,6 +6,7 @@ import argparse
 from dataclasses import dataclass, field
 
 from fedplace.common.kube_client import Resource
+from fedplace.remediator.leader import MIN_LEASE_DURATION
 
 __all__ = ["MODES", "RemediatorSettings", "add_arguments", "settings_from_args"]
 
@@ -75,6 +76,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--leader-election-name", default="fedplace-remediator", metavar="NAME")
     g.add_argument("--leader-election-identity", default="", metavar="ID",
                    help="this replica's identity in the Lease (default: hostname-pid)")
+    g.add_argument("--leader-election-lease-duration", type=float, default=15.0, metavar="SECONDS",
+                   help="the Lease's duration: a dead leader is replaced this long after its last renewal; "
+                        "the leader renews every third of it and stops patching two thirds after its last "
+                        "successful renewal (at least 1; whole seconds in the Lease, rounded up)")
 
 
 def settings_from_args(args: argparse.Namespace) -> RemediatorSettings:
@@ -95,6 +100,14 @@ def settings_from_args(args: argparse.Namespace) -> RemediatorSettings:
         raise ValueError("--remediate-chunk must be at least 1")
     if args.remediate_max_chunk < args.remediate_chunk:
         raise ValueError("--remediate-max-chunk must not be below --remediate-chunk")
+    duration = args.leader_election_lease_duration
+    if not duration > 0:  # also NaN
+        raise ValueError(f"--leader-election-lease-duration must be positive, not {duration:g}")
+    if duration == float("inf"):
+        raise ValueError("--leader-election-lease-duration must be a finite number of seconds")
+    if duration < MIN_LEASE_DURATION:
+        raise ValueError(f"--leader-election-lease-duration must be at least {MIN_LEASE_DURATION:g} s "
+                         f"(the Lease's leaseDurationSeconds is a whole number >= 1), not {duration:g}")
     return RemediatorSettings(
         mode=args.remediate,
         resources=resources,
@@ -109,5 +122,6 @@ def settings_from_args(args: argparse.Namespace) -> RemediatorSettings:
         leader_election=args.leader_election == "true",
         lease_namespace=args.leader_election_namespace,
         lease_name=args.leader_election_name,
+        lease_duration=duration,
         identity=args.leader_election_identity,
     )

@@ -8,7 +8,13 @@ arrives (:mod:`fedplace.remediator.plan`) and hands them to a
 evaluates the next chunk:
 
 * only when ``ready()`` says the sync has pushed every type and policy;
-* only while this replica leads (when leader election is on);
+* only while this replica leads (when leader election is on), checked
+  immediately before each PATCH (and each retry of one): a replica whose
+  leadership ran out mid-pass (:mod:`fedplace.remediator.leader`: a failed
+  renewal, or none within the renew deadline) sends nothing more and
+  evaluates no further chunk; the objects it skipped (counted,
+  ``reason="not_leader"``) are covered by the full pass of whichever replica
+  leads next — this one too, if it leads again;
 * merge patches on ``metadata.annotations`` with the policy's keys only,
   concurrent, rate-limited, retried with backoff on 409 / 429 / 5xx, skipped
   when the object is gone (404);
@@ -74,7 +80,7 @@ for _outcome in ("ok", "guard", "error", "opa_error"):
         PASSES.labels(_outcome, _scope)
 for _mode in ("enforce", "dry-run"):
     PATCHES.labels(_mode)
-for _reason in ("missing", "deleted", "failed"):
+for _reason in ("missing", "deleted", "failed", "not_leader"):
     SKIPPED.labels(_reason)
 
 RETRYABLE = frozenset({409, 429, 500, 502, 503, 504})
@@ -182,6 +188,10 @@ class Remediator:
         # can overtake the PATCH's answer); and the Events of the running pass, sent after it.
         self._inflight: dict[Key, list[Mapping[str, Any]]] = {}
         self._held_events: list[tuple[str, str, str, str, str, str]] | None = None
+        # Patches of the running pass not sent because this replica no longer led, and whether
+        # its leadership ran out during the pass (patches skipped or chunks left unevaluated).
+        self._not_leading = 0
+        self._lost_leadership = False
 
     # -- triggers ------------------------------------------------------------
 
@@ -284,6 +294,11 @@ class Remediator:
                     _, evaluated_at = await self._run_pass(None if full else sorted(targets))
                     # What changed meanwhile and was evaluated after it needs no second look.
                     self._full_at, self._targets = outstanding(self._full_at, self._targets, evaluated_at, full)
+                    if self._lost_leadership:
+                        # What the pass skipped or did not evaluate is left to a full pass, run
+                        # once this replica leads again (the next leader runs one anyway).
+                        self._full_at, self._targets = self._clock, {}
+                        self._trigger.set()
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # noqa: BLE001 - keep the loop alive
@@ -344,9 +359,13 @@ class Remediator:
                                      concurrency=self.settings.concurrency, dry_run=self.settings.dry_run)
             evaluated_at: dict[Key, int] = {}
             queries, query_seconds = 0, 0.0
+            self._not_leading, self._lost_leadership = 0, False
             self._hold_events()
             try:
                 for chunk in chunks(keys, self.settings.chunk, self.settings.max_chunk):
+                    if not self.is_leader():
+                        self._lost_leadership = True
+                        break  # the next leader's full pass covers the rest
                     clock = self._clock  # every change stamped up to here has reached OPA
                     sent = time.monotonic()
                     notifications = [n for n in await self.query_notifications(list(chunk))
@@ -358,7 +377,7 @@ class Remediator:
                     self._report(plan)
                     if not pipeline.add(plan, len(chunk)):
                         break  # the guard tripped: the rest cannot change that
-                result = await pipeline.finish()
+                result = self._uncount_not_leading(await pipeline.finish())
             except BaseException:
                 await pipeline.cancel()
                 raise
@@ -378,7 +397,8 @@ class Remediator:
                                                 "evaluated": len(evaluated_at), "queries": queries,
                                                 "patched": result.patched, "planned": result.planned,
                                                 "in_sync": result.in_sync, "missing": result.skipped_missing,
-                                                "failed": result.failed, "guard": result.guard_tripped,
+                                                "failed": result.failed, "not_leading": self._not_leading,
+                                                "guard": result.guard_tripped,
                                                 "dry_run": result.dry_run,
                                                 "query_seconds": round(query_seconds, 3),
                                                 "seconds": round(time.monotonic() - start, 3)})
@@ -423,10 +443,11 @@ class Remediator:
             pipeline = PatchPipeline(self._patch, self._note_dry_run, total=len(notifications),
                                      unevaluated=len(notifications), max_fraction=1.0, rate=self.settings.rate,
                                      concurrency=self.settings.concurrency, dry_run=self.settings.dry_run)
+            self._not_leading, self._lost_leadership = 0, False
             self._hold_events()
             try:
                 pipeline.add(plan, len(notifications))
-                return await pipeline.finish()
+                return self._uncount_not_leading(await pipeline.finish())
             finally:
                 self._send_events()
 
@@ -464,6 +485,24 @@ class Remediator:
         self._event(a.resource, a.namespace, a.name, "Normal", "PlacementRemediationPlanned",
                     "dry-run, not patched: " + _describe(a))
 
+    def _uncount_not_leading(self, result: PassResult) -> PassResult:
+        """The pipeline counts a patch skipped for lack of leadership as failed; it did not fail
+        (nothing was sent), and it is counted apart (``_not_leading``, the skipped metric)."""
+        result.failed -= self._not_leading
+        return result
+
+    def _still_leading(self, a: PatchAction) -> bool:
+        """Checked immediately before each PATCH: False (counted, logged) once this replica
+        no longer leads — whoever leads next patches the object in its full pass."""
+        if self.is_leader():
+            return True
+        self._not_leading += 1
+        self._lost_leadership = True
+        SKIPPED.labels("not_leader").inc()
+        log.info("remediation patch skipped: not the leader any more",
+                 extra={"object": f"{a.resource}/{a.namespace}/{a.name}"})
+        return False
+
     async def _patch(self, a: PatchAction) -> str:
         """Send one patch. Watch events of the object that arrive while it is in flight are
         held, then settled by its outcome: our own echo, or somebody else's change (a target)."""
@@ -493,6 +532,8 @@ class Remediator:
                 reraise=True,
             ):
                 with attempt:
+                    if not self._still_leading(a):
+                        return "not_leader"
                     before = self.objects.get(a.resource, a.namespace, a.name) or {}
                     patched = await kube_json(self.api, "PATCH", path, body=annotation_merge_patch(a.changes),
                                               content_type="application/merge-patch+json")

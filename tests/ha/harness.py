@@ -233,6 +233,7 @@ class HaStack:
     stream_ns: str  # where admissions stream (the webhook's namespace)
     replicas: int = 3
     rate: float = 10.0  # remediation patches per second (each sync's --remediate-rate)
+    lease_duration: float = 15.0  # each sync's --leader-election-lease-duration
     opas: list[ServerProcess] = field(default_factory=list)
     syncs: list[ServerProcess] = field(default_factory=list)
     hooks: list[ServerProcess] = field(default_factory=list)
@@ -293,6 +294,7 @@ class HaStack:
                 "--remediate-resource", "apps/v1/replicasets", "--remediate-max-fraction", "1",
                 "--remediate-rate", str(self.rate), "--remediate-debounce", "0.1",
                 "--leader-election-namespace", self.policy_ns, "--leader-election-identity", ident,
+                "--leader-election-lease-duration", str(self.lease_duration),
                 "--log-level", "info"], ready_path="/readyz", log_dir=tmp))
             self.hooks.append(ServerProcess(f"webhook-{i}", [
                 "-m", "fedplace.admission", "--listen", "127.0.0.1:{port}", "--tls-cert-file", str(tmp / "tls.crt"),

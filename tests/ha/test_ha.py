@@ -19,8 +19,8 @@ the leader has patched 15, its sync and its OPA and one webhook are SIGKILLed.
 Then:
 
 * a new leader takes over — its first write of the Lease — within the lease
-  duration (15 s, the remediator's default; there is no flag for it) of the
-  kill, plus 1 s for a loaded machine; the Lease names it;
+  duration (5 s here, ``--leader-election-lease-duration``; 15 s by default) of
+  the kill, plus 1 s for a loaded machine; the Lease names it;
 * the remediation completes: every affected object carries the new annotation;
 * every affected object was patched exactly once, counted by the proxy (requests
   answered 2xx) and by the watch (MODIFIED events); the old leader patched only
@@ -41,7 +41,9 @@ from tests.ha.harness import HaStack, kill_the_leader, seed, start_opa_process
 
 pytestmark = pytest.mark.timeout(180)
 
-LEASE_SECONDS = 15.0  # the remediator's lease duration (remediator/config.py; no flag sets it)
+# Each sync's --leader-election-lease-duration: renewals every 1.7 s, leadership kept 3.3 s after the
+# last one (remediator/leader.py); shorter than the 15 s default, so the test takes ~15 s, not ~30 s.
+LEASE_SECONDS = 5.0
 OBJECTS, KILL_AFTER, RATE, STREAM_RATE = 60, 15, 10.0, 10.0
 
 
@@ -50,7 +52,7 @@ async def test_leader_killed_mid_remediation(kube, kube_api, kube_namespaces: Sc
     changed_ns = await kube_namespaces.create("ha-changed")
     stream_ns = await kube_namespaces.create("ha-stream")
     stack = HaStack(kube.kubeconfig, kube_api, tmp_path, start_opa_process, policy_ns, changed_ns, stream_ns,
-                    rate=RATE)
+                    rate=RATE, lease_duration=LEASE_SECONDS)
     await seed(kube_api, stack.changed_path, OBJECTS)
     await stack.put_policy("v1")
     try:

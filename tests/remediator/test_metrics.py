@@ -57,20 +57,23 @@ def test_without_leader_election_the_replica_leads():
     assert sample("fedplace_remediation_leader", lease="") == 1
 
 
-def test_unsatisfiable_gauge_counts_per_resource_on_the_leader_only():
+async def test_unsatisfiable_gauge_counts_per_resource_on_the_leader_only(kube_api: Any,
+                                                                          kube_namespaces: ScratchNamespaces):
+    ns = await kube_namespaces.create("metrics")
     rem = Remediator(RemediatorSettings(mode="enforce", resources=[RS, DEPLOY], leader_election=True,
-                                        lease_namespace="fp-metrics", identity="me"),
-                     None, None, NoObjects(), ready=lambda: True)  # type: ignore[arg-type]
+                                        lease_namespace=ns, identity="me"),
+                     kube_api, None, NoObjects(), ready=lambda: True)  # type: ignore[arg-type]
     assert rem.leader is not None
     assert sample("fedplace_remediation_unsatisfiable_objects", resource="apps/v1/replicasets") == 0
     rem.unsatisfiable = {("replicasets", "shop", "a"): {}, ("replicasets", "shop", "b"): {},
                          ("deployments", "shop", "c"): {}}
     assert sample("fedplace_remediation_unsatisfiable_objects", resource="apps/v1/replicasets") == 0  # not leading
-    rem.leader.is_leader = True
+    assert await rem.leader.try_acquire()
     assert sample("fedplace_remediation_unsatisfiable_objects", resource="apps/v1/replicasets") == 2
     assert sample("fedplace_remediation_unsatisfiable_objects", resource="apps/v1/deployments") == 1
     rem.unsatisfiable = {}
     assert sample("fedplace_remediation_unsatisfiable_objects", resource="apps/v1/replicasets") == 0
+    await rem.leader.release()
 
 
 def test_counter_label_values_exist_from_the_start():
@@ -79,5 +82,5 @@ def test_counter_label_values_exist_from_the_start():
             assert sample("fedplace_remediation_passes_total", outcome=outcome, scope=scope) is not None
     for mode in ("enforce", "dry-run"):
         assert sample("fedplace_remediation_patches_total", mode=mode) is not None
-    for reason in ("missing", "deleted", "failed"):
+    for reason in ("missing", "deleted", "failed", "not_leader"):
         assert sample("fedplace_remediation_skipped_total", reason=reason) is not None

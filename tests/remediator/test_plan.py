@@ -102,6 +102,16 @@ def test_chunk_flags():
             parse(argv)
 
 
+def test_lease_duration_flag():
+    assert parse([]).lease_duration == 15.0
+    assert parse(["--leader-election-lease-duration", "2.5"]).lease_duration == 2.5
+    for value, message in (("0", "must be positive"), ("-3", "must be positive"), ("nan", "must be positive"),
+                           ("0.5", "must be at least 1 s"), ("inf", "must be a finite")):
+        with pytest.raises(ValueError, match=f"^--leader-election-lease-duration {message}") as err:
+            parse(["--leader-election-lease-duration", value])
+        assert "\n" not in str(err.value)
+
+
 # -- a pass in chunks (remediator/plan.py, remediator/coverage.py) --------------------------------
 
 
