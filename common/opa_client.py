@@ -30,7 +30,7 @@ import json
 import os
 import ssl
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, AsyncIterator, Iterable, Sequence
 from urllib.parse import quote
 
 import aiohttp
@@ -177,6 +177,12 @@ def _retry_after(value: str | None) -> float | None:
         return None  # an HTTP date: treat as absent
 
 
+async def _stream(chunks: Iterable[bytes]) -> AsyncIterator[bytes]:
+    """``chunks`` as an asynchronous iterator (aiohttp sends each and waits for the socket to drain)."""
+    for chunk in chunks:
+        yield chunk
+
+
 class OpaClient:
     """Asynchronous OPA REST client. Use as an async context manager or call :meth:`close`."""
 
@@ -231,6 +237,7 @@ class OpaClient:
         *,
         json_body: Any = None,
         text_body: str | None = None,
+        body_chunks: Iterable[bytes] | None = None,
         content_type: str | None = None,
         headers: dict[str, str] | None = None,
         timeout: float | None = None,
@@ -240,13 +247,21 @@ class OpaClient:
 
         Raises the typed errors described in the module docstring. A status in
         ``expect`` is success; its JSON body is parsed (None when empty).
+        ``body_chunks`` (an iterable of bytes, consumed once) is sent as it is produced,
+        with chunked transfer encoding, so a large body never exists whole.
         """
         hdrs = dict(headers or {})
         token = self._tokens.get()
         if token:
             hdrs["Authorization"] = f"Bearer {token}"
-        data: bytes | None = None
-        if json_body is not None:
+        data: Any = None
+        if body_chunks is not None:  # streamed (chunked transfer encoding): never whole in memory
+            hdrs.setdefault("Content-Type", content_type or "application/json")
+            if self.settings.lean_http:  # the lean pool sends bytes only
+                data = b"".join(body_chunks)
+            else:
+                data = _stream(body_chunks)
+        elif json_body is not None:
             data = jsonsafe.dumps(json_body)
             hdrs.setdefault("Content-Type", content_type or "application/json")
         elif text_body is not None:
@@ -325,6 +340,11 @@ class OpaClient:
     async def put_data(self, segments: Sequence[str], value: Any) -> None:
         """PUT a document at ``segments`` (parents are created)."""
         await self.request("PUT", "/v1/data/" + data_path(segments), json_body=value, expect=(200, 204))
+
+    async def put_data_json(self, segments: Sequence[str], chunks: Iterable[bytes]) -> None:
+        """PUT the document whose JSON text is the concatenation of ``chunks`` (consumed as
+        sent: the body never exists whole in memory)."""
+        await self.request("PUT", "/v1/data/" + data_path(segments), body_chunks=chunks, expect=(200, 204))
 
     async def patch_data(self, segments: Sequence[str], ops: list[dict[str, Any]]) -> None:
         """PATCH with RFC 6902 ops relative to ``segments``."""

@@ -43,15 +43,16 @@ from urllib.parse import quote
 from kubernetes_asyncio import client
 from prometheus_client import Counter, Gauge, Histogram
 
-from fedplace.common.informer import Informer, InformerSettings
+from fedplace.common import jsonsafe
+from fedplace.common.informer import CompactObjects, CompactValues, Informer, InformerSettings
 from fedplace.common.kube_client import Resource
 from fedplace.common.opa_client import OpaClient, OpaRequestError, OpaUnavailable
 from fedplace.common.secrets import LAST_APPLIED, without_secret_content
 from fedplace.sync.signal import ChangeSignal
 from fedplace.sync.indexes import index_of, index_path
 
-__all__ = ["LAST_APPLIED", "MAX_BATCH", "ReplicationHandler", "batch_ops", "layout", "namespace_field_selector",
-           "object_path", "strip"]
+__all__ = ["LAST_APPLIED", "MAX_BATCH", "ReplicationHandler", "batch_ops", "collection_json", "layout",
+           "namespace_field_selector", "object_path", "strip"]
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +114,45 @@ def layout(resource: Resource, objects: Iterable[dict[str, Any]], ignore: frozen
         else:
             doc[name] = strip(obj)
     return doc
+
+
+def collection_json(resource: Resource, objects: CompactObjects, ignore: frozenset[str] = frozenset(),
+                    chunk_bytes: int = 1 << 20) -> tuple[list[str], Iterable[bytes]]:
+    """The collection document of ``layout`` as JSON text, made of the compact JSON the cache
+    holds (nothing parsed or encoded again): (the keys it holds, its text in pieces of about
+    ``chunk_bytes``, produced as iterated). Only the pieces being sent exist at a time."""
+    keys: list[str] = []
+    groups: dict[str, list[tuple[str, bytes]]] = {}
+    for key, raw in objects.raw_items():
+        if resource.namespaced:
+            ns, _, name = key.partition("/")
+            if ns in ignore:
+                continue
+        else:
+            ns, name = "", key
+        if not name:
+            continue
+        keys.append(key)
+        groups.setdefault(ns, []).append((name, raw))
+
+    def pieces() -> Iterable[bytes]:
+        out: list[bytes] = [b"{"]
+        size = 0
+        for g, (ns, members) in enumerate(groups.items()):
+            if resource.namespaced:
+                out += [b"," if g else b"", jsonsafe.dumps(ns), b":{"]
+            for i, (name, raw) in enumerate(members):
+                out += [b"," if i or (g and not resource.namespaced) else b"", jsonsafe.dumps(name), b":", raw]
+                size += len(raw)
+                if size >= chunk_bytes:
+                    yield b"".join(out)
+                    out, size = [], 0
+            if resource.namespaced:
+                out.append(b"}")
+        out.append(b"}")
+        yield b"".join(out)
+
+    return keys, pieces()
 
 
 def namespace_field_selector(ignore: Iterable[str]) -> str | None:
@@ -219,7 +259,9 @@ class ReplicationHandler:
         """How this type's informer lists and watches: noise stripped on arrival, ignored
         namespaces excluded by the API server."""
         selector = namespace_field_selector(self.ignore) if self.resource.namespaced else None
-        return InformerSettings(field_selector=selector, transform=strip)
+        # Compact (JSON) cache, written to OPA as it is; not for a type with an index, which is
+        # rewritten from the parsed cache after every write.
+        return InformerSettings(field_selector=selector, transform=strip, compact=index_of(self.resource) is None)
 
     # -- informer handler ------------------------------------------------------
 
@@ -262,20 +304,31 @@ class ReplicationHandler:
     # -- writes ------------------------------------------------------------------
 
     async def _put_collection(self, objects: Iterable[dict[str, Any]]) -> None:
-        objects = list(objects)
-        doc = layout(self.resource, objects, self.ignore)
+        """Replace the collection with ``objects`` (one PUT). A compact cache's view
+        (:class:`CompactValues`) is written from its JSON, streamed: no document built."""
+        started = time.monotonic()
+        doc: dict[str, Any] | None = None
         try:
-            await self.opa.put_data(self.collection, doc)
+            if isinstance(objects, CompactValues):
+                keys, chunks = collection_json(self.resource, objects.objects, self.ignore)
+                await self.opa.put_data_json(self.collection, chunks)
+                present = set(keys)
+            else:
+                doc = layout(self.resource, list(objects), self.ignore)
+                await self.opa.put_data(self.collection, doc)
+                if self.resource.namespaced:
+                    present = {f"{ns}/{name}" for ns, names in doc.items() for name in names}
+                else:
+                    present = set(doc)
         except OpaUnavailable:
             self.on_opa_error()
             raise
+        log.info("collection written", extra={"resource": self._label, "objects": len(present),
+                                               "seconds": round(time.monotonic() - started, 3)})
         FULL_PUSHES.labels(self._label).inc()
         if self._index is not None:
             await self._refresh_index(doc)
-        if self.resource.namespaced:
-            self._present = {f"{ns}/{name}" for ns, names in doc.items() for name in names}
-        else:
-            self._present = set(doc)
+        self._present = present
         OBJECTS.labels(self._label).set(len(self._present))
 
     async def _refresh_index(self, collection: dict[str, Any] | None = None) -> None:

@@ -16,7 +16,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from fedplace.common.informer import Informer, InformerSettings
+from fedplace.common.informer import CompactObjects, Informer, InformerSettings
 from fedplace.common.kube_client import Resource, kube_json
 
 CM = Resource("", "v1", "configmaps", True)
@@ -142,6 +142,27 @@ async def test_paginated_list_then_ordered_events(kube_api, kube_namespace, run_
     assert inf.objects[f"{ns}/c0"]["data"] == {"k": "changed"}
     assert await in_sync(api, inf, rec, ns)
     assert inf.stats.relists == 1
+
+
+async def test_a_compact_cache_lists_page_by_page_and_reads_as_objects(kube_api, kube_namespace, run_informer):
+    """``compact``: the cache keeps JSON, on_sync gets a view of it, reads give equal (new) dicts."""
+    api, ns = kube_api, kube_namespace
+    for i in range(5):
+        await create_cm(api, ns, f"c{i}")
+    settings = InformerSettings(page_size=2, watch_timeout=30, backoff_initial=0.05, backoff_max=0.5, compact=True)
+    inf, rec = await run_informer(ns, settings=settings)
+    assert isinstance(inf.objects, CompactObjects)
+    assert rec.syncs == [[f"{ns}/c{i}" for i in range(5)]]  # one on_sync over three pages, from the view
+    assert all(isinstance(raw, bytes) for _, raw in inf.objects.raw_items())
+    assert all(o["kind"] == "ConfigMap" and o["apiVersion"] == "v1" for o in inf.objects.values())
+    inf.objects[f"{ns}/c2"]["data"] = {"k": "scribbled"}  # a read is a copy: the cache is unchanged
+    assert inf.objects[f"{ns}/c2"]["data"] != {"k": "scribbled"}
+    await kube_json(api, "PATCH", CM.object_path("c0", ns), body={"data": {"k": "changed"}},
+                    content_type="application/merge-patch+json")
+    await kube_json(api, "DELETE", CM.object_path("c1", ns))
+    await eventually(lambda: len(rec.events) == 2, what="two events")
+    assert inf.objects[f"{ns}/c0"]["data"] == {"k": "changed"} and f"{ns}/c1" not in inf.objects
+    assert await in_sync(api, inf, rec, ns)
 
 
 async def test_a_field_selector_loses_nothing_over_pages(kube_api, kube_namespace, run_informer):

@@ -15,8 +15,9 @@ from fedplace.sync.config import DEFAULT_POLICY_NAMESPACE, parse_args
 from fedplace.sync.policy_check import data_hash, module_ids, normalize_errors, reserved_package_error
 from fedplace.sync.policy_status import status_value
 from fedplace.sync.rego_scan import RegoScanError, package_clause
-from fedplace.sync.replicate import (LAST_APPLIED, batch_ops, layout, namespace_field_selector, object_path, retryable,
-                                     strip)
+from fedplace.common.informer import CompactObjects
+from fedplace.sync.replicate import (LAST_APPLIED, batch_ops, collection_json, layout, namespace_field_selector,
+                                     object_path, retryable, strip)
 from fedplace.sync.signal import ChangeSignal
 from fedplace.common.opa_client import OpaRequestError, OpaUnavailable
 
@@ -26,6 +27,27 @@ CLUSTERS = Resource("federation.fedplace.io", "v1beta1", "clusters", False)
 
 
 # -- strip / layout --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("resource", [RS, CLUSTERS])
+@pytest.mark.parametrize("chunk_bytes", [1, 200, 1 << 20])
+def test_collection_json_is_the_layout_of_a_compact_cache(resource, chunk_bytes):
+    """The collection written from a compact cache's JSON is exactly ``layout``'s document,
+    in pieces of about ``chunk_bytes`` (streamed), ignored namespaces left out."""
+    cache, objs = CompactObjects(), []
+    for i in range(40):
+        meta = {"name": f"o{i}", **({"namespace": f"ns{i % 4}"} if resource.namespaced else {})}
+        obj = {"metadata": meta, "text": "é \u2028 \"q\"", "big": 2 ** 70 + i, "n": [1.5, None, True]}
+        objs.append(obj)
+        cache[resource.key(obj)] = obj
+    ignore = frozenset({"ns1"})
+    keys, chunks = collection_json(resource, cache, ignore, chunk_bytes=chunk_bytes)
+    pieces = list(chunks)
+    assert json.loads(b"".join(pieces)) == layout(resource, objs, ignore)
+    assert sorted(keys) == sorted(k for k in cache if not k.startswith("ns1/"))
+    if chunk_bytes == 1:
+        assert len(pieces) > len(keys)  # never the whole body in one piece
+    assert json.loads(b"".join(collection_json(resource, CompactObjects())[1])) == {}
 
 
 def test_strip_removes_noise_only():
