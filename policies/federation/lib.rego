@@ -88,9 +88,7 @@ annotation_errors contains msg if {
 }
 
 annotation_errors contains msg if {
-	developer_set_preferences
-	json.is_valid(requested[preferences_key])
-	parsed := json.unmarshal(requested[preferences_key])
+	parsed := developer_document
 	not is_object(parsed)
 	msg := sprintf("annotation %s must be a JSON object, got %s", [preferences_key, type_name(parsed)])
 }
@@ -184,31 +182,29 @@ developer_set_preferences if {
 	not requested[source_key] == "policy"
 }
 
-developer_preferences := prefs if {
+# The developer's replica-set-preferences, parsed once (undefined when there are
+# none, when the policy wrote them, or when they are not JSON).
+developer_document := json.unmarshal(requested[preferences_key]) if {
 	developer_set_preferences
 	json.is_valid(requested[preferences_key])
-	prefs := json.unmarshal(requested[preferences_key])
-	is_object(prefs)
 }
+
+developer_preferences := developer_document if is_object(developer_document)
 
 preferences_source := "developer" if count(developer_clusters) > 0
 
 else := "policy"
 
-developer_clusters contains name if {
+developer_clusters := object.keys(value) if {
 	value := object.get(developer_preferences, "clusters", {})
 	is_object(value)
-	some name, _ in value
-}
+} else := set()
 
 # The developer's preferences restricted to eligible clusters, or, when the
 # developer gave none, every eligible cluster with weight 1.
 preferences := object.union(developer_preferences, {"clusters": clusters}) if {
 	count(developer_clusters) > 0
-	clusters := {name: pref |
-		some name, pref in developer_preferences.clusters
-		name in eligible_clusters
-	}
+	clusters := object.filter(developer_preferences.clusters, eligible_clusters)
 } else := {"clusters": {name: {"weight": 1} | some name in eligible_clusters}, "rebalance": true}
 
 requirements_text := sprintf("EU jurisdiction required: %v, PCI compliance level >= %d", [eu_required_bool, required_pci])
