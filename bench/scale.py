@@ -1,6 +1,7 @@
 """The cost curve (issue 29): decision p50 / p99 of each pack as its data grows, devstack engine and real OPA.
 
-Usage: .venv/bin/python bench/scale.py [--queries 300] [--warmup 20] [--block 50] [--plot PATH] [--json PATH]
+Usage: .venv/bin/python bench/scale.py [--queries 300] [--warmup 20] [--block 50] [--throughput 400]
+       [--concurrency 16] [--plot PATH] [--json PATH]
        [--opa-url URL [--opa-token-file PATH]]
 
 One OPA holds the policy modules as deploy/ ships them (every ConfigMap of
@@ -30,7 +31,8 @@ sync's own functions:
   Container bounds (``zz-…``, sorting after them) that change no answer.
 
 ``--warmup`` unmeasured decisions after each data change, then ``--queries``
-sequential ones, timed from the request to the last byte of the answer. Every
+sequential ones (then ``--throughput`` more with ``--concurrency`` in flight:
+decisions/s), timed from the request to the last byte of the answer. Every
 answer is checked (the clusters a placement allows, the SchedulingPolicy
 verdict, the LimitRange patches — identical at every size): a wrong one stops
 the benchmark. Growth per 10×: from one size to the next, (p50 ratio) ** (1 /
@@ -205,6 +207,7 @@ class Figures:
     answer_bytes: dict[str, dict[int, int]] = field(default_factory=dict)
     put_ms: dict[str, dict[int, float]] = field(default_factory=dict)
     health: list[float] = field(default_factory=list)
+    tput: dict[str, dict[int, float]] = field(default_factory=dict)  # decisions/s, --concurrency in flight
     rss: float = float("nan")
     load: tuple[float, float] = (0.0, 0.0)
     policies: str = ""
@@ -261,6 +264,22 @@ async def ask(s: aiohttp.ClientSession, url: str, series: Series, n: int) -> tup
     return ms, raw
 
 
+async def throughput(s: aiohttp.ClientSession, url: str, series: Series, n: int, total: int,
+                     concurrency: int) -> float:
+    """Decisions/s with ``concurrency`` in flight, ``total`` in all (answers checked)."""
+    left = total
+
+    async def worker() -> None:
+        nonlocal left
+        while left > 0:
+            left -= 1
+            await ask(s, url, series, n)
+
+    t = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return total / (time.perf_counter() - t)
+
+
 async def measure(opa: Opa, who: str, args: argparse.Namespace) -> Figures:
     fig = Figures(who, opa.describe())
     load0 = os.getloadavg()[0]
@@ -283,6 +302,10 @@ async def measure(opa: Opa, who: str, args: argparse.Namespace) -> Figures:
                             ms, raw = await ask(s, url, series, n)
                             fig.lat.setdefault(series.key, {}).setdefault(n, []).append(ms)
                         fig.answer_bytes.setdefault(series.key, {})[n] = len(raw)
+                if args.throughput:
+                    for series in group:
+                        fig.tput.setdefault(series.key, {})[n] = await throughput(
+                            s, url, series, n, args.throughput, args.concurrency)
                 line = ", ".join(f"{x.key} p50 {statistics.median(fig.lat[x.key][n]):.2f} ms" for x in group)
                 print(f"  {who}: {sized(n, group[0].unit)}: {line}", file=sys.stderr)
         for _ in range(200):
@@ -343,6 +366,14 @@ def report(figs: list[Figures], args: argparse.Namespace, why_not: str) -> None:
     print("| `GET /health` (the HTTP floor) | | " + " | ".join(f"{p50(f.health):.2f} / {pct(f.health, 99):.2f} | "
                                                              for f in figs) + " |")
     print("| RSS at the end | | " + " | ".join(f"{f.rss:.0f} MB | " for f in figs) + " |")
+    if args.throughput:
+        print(f"\nThroughput: {args.throughput} decisions with {args.concurrency} in flight, per row and server.\n")
+        print("| decision | size | " + " | ".join(f"{f.who}: decisions/s" for f in figs) + " |")
+        print("|---|---:|" + "---:|" * len(figs))
+        for series in SERIES:
+            for n in series.sizes:
+                print(f"| {series.label} | {sized(n, series.unit)} | "
+                      + " | ".join(f"{f.tput[series.key][n]:,.0f}" for f in figs) + " |")
     largest = [(s, s.sizes[-1]) for s in SERIES if s.curve]
     print("\n- answer size at the largest size: " + "; ".join(
         f"{s.key} {figs[0].answer_bytes[s.key][n] / 1024:.1f} KB" for s, n in largest))
@@ -392,7 +423,7 @@ def plot(figs: list[Figures], path: Path) -> None:
 
 def write_json(figs: list[Figures], args: argparse.Namespace, path: Path) -> None:
     doc = {"queries": args.queries, "warmup": args.warmup, "block": args.block, "servers": {
-        f.who: {"what": f.what, "policies": f.policies, "load": f.load, "rss_mb": f.rss,
+        f.who: {"what": f.what, "policies": f.policies, "load": f.load, "rss_mb": f.rss, "throughput": f.tput,
                 "health_ms": f.health, "put_ms": f.put_ms,
                 "series": {s.key: {"label": s.label, "unit": s.unit, "sizes": {
                     str(n): {"p50": p50(f.lat[s.key][n]), "p99": pct(f.lat[s.key][n], 99), "min": min(f.lat[s.key][n]),
@@ -426,6 +457,9 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300, help="timed decisions per decision kind and size")
     parser.add_argument("--warmup", type=int, default=20, help="unmeasured decisions after each data change")
     parser.add_argument("--block", type=int, default=50, help="placement's two inputs alternate in blocks of this")
+    parser.add_argument("--throughput", type=int, default=400, metavar="N",
+                        help="then N decisions with --concurrency in flight, per row (0: skip)")
+    parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--plot", metavar="PATH", type=Path, help="write the curve as a PNG (needs matplotlib)")
     parser.add_argument("--json", metavar="PATH", type=Path, help="write every figure and latency as JSON")
     add_server_flags(parser, opa=True)

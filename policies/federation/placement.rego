@@ -76,14 +76,16 @@ annotations[placement.selector_source_key] := placement.selector_source if {
 	placement.selector_placeable
 }
 
+# (Each error first, then the kind: most objects have none, and then the
+# settings are never checked.)
 errors contains msg if {
-	placement.selector_kind
 	some msg in placement.constraint_errors
+	placement.selector_kind
 }
 
 errors contains msg if {
-	placement.selector_kind
 	some msg in placement.selector_errors
+	placement.selector_kind
 }
 
 errors contains msg if {

@@ -105,9 +105,11 @@ asks_placement if eu_required
 
 asks_placement if pci_required
 
+# (The cheap test first: most objects ask for nothing, and then the settings
+# are never checked.)
 selector_constrained if {
-	selector_kind
 	asks_placement
+	selector_kind
 }
 
 # -- the format ---------------------------------------------------------------------
