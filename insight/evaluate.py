@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Iterable, Mapping, Sequence
@@ -100,6 +101,11 @@ def bindings_available() -> bool:
 
 
 Errors = dict[str, list[dict[str, Any]]]
+
+# In-process decisions of many inputs go to this many engines at once (one per core, at most 4),
+# from this many inputs on (below, building a second engine costs more than it saves).
+WORKERS = max(1, min(os.cpu_count() or 1, 4))
+PARALLEL_FROM = 400
 
 
 def replicated(root: str, data: Any) -> dict[str, Any]:
@@ -183,7 +189,9 @@ class BindingsEvaluator(Evaluator):
         self._engine_type = OpaEngine
         self._parser = OpaEngine()
         self._asts: dict[str, dict[str, Any]] = {}
-        self._engines: dict[frozenset[tuple[Any, ...]] | None, Any] = {}
+        # One engine per (data the decisions read, worker): decisions of many inputs are shared
+        # out over WORKERS engines evaluating at once (the bindings release the GIL in OPA).
+        self._engines: dict[tuple[frozenset[tuple[Any, ...]] | None, int], Any] = {}
         self._doc: dict[str, Any] = {}
 
     def _refusal(self, modules: Mapping[str, str]) -> list[dict[str, Any]] | None:
@@ -237,16 +245,17 @@ class BindingsEvaluator(Evaluator):
             engine.close()
         self._engines = {}
 
-    def _ready(self, data_paths: frozenset[tuple[Any, ...]] | None = None) -> Any:
-        """An engine with the modules and the data under ``data_paths`` (all of it for None): the
-        less data, the sooner it is built and compiled."""
-        if data_paths not in self._engines:
+    def _ready(self, data_paths: frozenset[tuple[Any, ...]] | None = None, worker: int = 0) -> Any:
+        """Worker ``worker``'s engine with the modules and the data under ``data_paths`` (all of
+        it for None): the less data, the sooner it is built and compiled."""
+        key = (data_paths, worker)
+        if key not in self._engines:
             engine = self._engine_type()
             engine.add_data(subset(self._doc, data_paths))
             for module_id, source in self.modules.items():
                 engine.add_policy(module_id, source)
-            self._engines[data_paths] = engine
-        return self._engines[data_paths]
+            self._engines[key] = engine
+        return self._engines[key]
 
     def _values(self, rules: Sequence[Sequence[str]], data_paths: frozenset[tuple[Any, ...]] | None
                 ) -> dict[tuple[str, ...], Any]:
@@ -271,9 +280,9 @@ class BindingsEvaluator(Evaluator):
         return await asyncio.to_thread(self._values, rules, data_paths)
 
     def _decide_all(self, query: str, inputs: Sequence[Any],
-                    data_paths: frozenset[tuple[Any, ...]] | None) -> list[Decision]:
+                    data_paths: frozenset[tuple[Any, ...]] | None, worker: int = 0) -> list[Decision]:
         from opa_bindings import OpaError as BindingsError
-        engine = self._ready(data_paths)
+        engine = self._ready(data_paths, worker)
         out = []
         for item in inputs:
             try:
@@ -286,7 +295,14 @@ class BindingsEvaluator(Evaluator):
 
     async def decide(self, path: Sequence[str], inputs: Sequence[Any],
                      data_paths: frozenset[tuple[Any, ...]] | None = None) -> list[Decision]:
-        return await asyncio.to_thread(self._decide_all, data_query(path), inputs, data_paths)
+        """Each input's decision, in order; from ``PARALLEL_FROM`` inputs on, shared out over
+        ``WORKERS`` engines evaluating at once (each engine costs a build and a compile)."""
+        query = data_query(path)
+        workers = WORKERS if len(inputs) >= PARALLEL_FROM else 1
+        size = -(-len(inputs) // workers)
+        parts = await asyncio.gather(*(asyncio.to_thread(self._decide_all, query, inputs[w * size:(w + 1) * size],
+                                                         data_paths, w) for w in range(workers)))
+        return [decision for part in parts for decision in part]
 
     def parse_all(self, modules: Mapping[str, str]) -> dict[str, dict[str, Any]]:
         """OPA's AST of every module: the ones not parsed before in one query."""

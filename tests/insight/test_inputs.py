@@ -10,12 +10,13 @@
 from __future__ import annotations
 
 import copy
+import json
 import random
 from typing import Any
 
 import pytest
 
-from fedplace.insight.evaluate import BindingsEvaluator
+from fedplace.insight.evaluate import PARALLEL_FROM, WORKERS, BindingsEvaluator
 from fedplace.insight.inputs import analyse, projection
 from fedplace.insight.whatif import decide_workloads
 from tests.packs.schedulingpolicy.helpers import everyone_may_use, policy, world
@@ -236,3 +237,23 @@ async def test_what_if_decides_with_the_indexes_the_sync_would_keep():
         assert (await evaluator.decide(eligible, [rs]))[0].value == ["a", "b"]
     finally:
         await evaluator.close()
+
+
+async def test_many_decisions_shared_out_over_engines_are_each_the_decision_alone():
+    """From PARALLEL_FROM inputs on, the in-process evaluator shares the decisions out over
+    several engines evaluating at once: they come back in order, each the input's own."""
+    if WORKERS < 2:
+        pytest.skip("one core: decisions are not shared out")
+    rng = random.Random(SEED + 9)
+    data = copy.deepcopy(cases.placement_data(rng, 4)[3]) or {}
+    inputs = objects(rng, list(data.get("clusters") or {}), PARALLEL_FROM + 37)
+    evaluator = BindingsEvaluator()
+    try:
+        assert await evaluator.load(modules(tests=False), "kubernetes", data) == {}
+        together = await evaluator.decide(DECISION, inputs)
+        alone = [(await evaluator.decide(DECISION, [obj]))[0] for obj in inputs]
+    finally:
+        await evaluator.close()
+    assert len(together) == len(inputs)
+    assert [(d.value, d.error is None) for d in together] == [(d.value, d.error is None) for d in alone]
+    assert len({json.dumps(d.value, sort_keys=True) for d in together}) > 5  # not all alike
