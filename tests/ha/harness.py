@@ -34,7 +34,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import aiohttp
 import trustme
@@ -44,7 +44,8 @@ from kubernetes_asyncio import client
 from devstack.kube.status import status_body as kube_error_body
 from devstack.launch import ServerProcess
 from fedplace.common.kube_client import KubeApiError, kube_json, kube_stream
-from tests.fixtures.proxy import FaultProxy, answer_headers, upstream_from_kubeconfig
+from tests.fixtures.proxy import FaultProxy, LoopThread, answer_headers, upstream_from_kubeconfig
+from tests.fixtures.stack import eventually
 
 __all__ = ["Admission", "AdmissionStream", "AuditProxy", "Front", "HaStack", "MWC_PATH", "OWNER", "Outcome", "Write",
            "kill_the_leader", "owner_policy", "replicaset", "seed", "start_opa_process"]
@@ -131,7 +132,7 @@ class AuditProxy(FaultProxy):
 # -- fronts ---------------------------------------------------------------------------------------
 
 
-class Front:
+class Front(LoopThread):
     """An HTTP(S) front over ``backends`` (base URLs), round-robin, in its own thread.
 
     A backend refusing the connection is skipped; with ``retry_cut`` a request whose
@@ -154,22 +155,6 @@ class Front:
     @property
     def url(self) -> str:
         return f"{'https' if self.server_ssl else 'http'}://127.0.0.1:{self.port}"
-
-    def start(self) -> "Front":
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="ha-front", daemon=True)
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(30)
-        return self
-
-    def stop(self) -> None:
-        if self._loop is None or self._thread is None:
-            return
-        asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(30)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._loop.close()
-        self._loop = self._thread = None
 
     async def _start(self) -> None:
         self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, ssl=self.client_ssl),
@@ -474,8 +459,8 @@ async def kill_the_leader(stack: HaStack, *, objects: int, kill_after: int, stre
     assert stack.proxy is not None
     api, proxy = stack.api, stack.proxy
     names = [f"rs-{i}" for i in range(objects)]
-    await wait_for(lambda: stack.policy_loaded_everywhere("v1"), 60, "policy v1 in every OPA")
-    await wait_for(lambda: _holder(stack), 30, "a leader")
+    await eventually(lambda: stack.policy_loaded_everywhere("v1"), 60, "policy v1 in every OPA")
+    await eventually(lambda: _holder(stack), 30, "a leader")
     stream = AdmissionStream(api, stack.stream_path, stream_rate).start()
     modified: dict[str, int] = {}
     opened = asyncio.Event()
@@ -487,7 +472,7 @@ async def kill_the_leader(stack: HaStack, *, objects: int, kill_after: int, stre
         await asyncio.sleep(before)
         t_edit = time.monotonic()
         await stack.put_policy("v2")
-        await wait_for(lambda: _ready(len(proxy.patches(prefix)) >= kill_after), 30,
+        await eventually(lambda: _ready(len(proxy.patches(prefix)) >= kill_after), 30,
                        f"the leader's first {kill_after} patches")
         leader = proxy.patches(prefix)[0].replica
         t_kill = time.monotonic()
@@ -501,7 +486,7 @@ async def kill_the_leader(stack: HaStack, *, objects: int, kill_after: int, stre
                 == objects
 
         try:
-            await wait_for(all_changed, complete_within, "every affected object remediated")
+            await eventually(all_changed, complete_within, "every affected object remediated")
             t_done = time.monotonic()
         except AssertionError:
             pass  # reported by the caller (t_done None)
@@ -554,16 +539,4 @@ def start_opa_process(log_dir: Path, name: str) -> ServerProcess:
     return server.process
 
 
-async def wait_for(check: Callable[[], Awaitable[Any]], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            value = await check()
-        except KubeApiError:
-            value = None
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.05)
 
