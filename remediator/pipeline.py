@@ -33,6 +33,7 @@ class PassResult:
     skipped_missing: int = 0
     in_sync: int = 0
     failed: int = 0
+    reverted: int = 0  # sent, but undone by admission (remediator.py re-targets them)
     unsatisfiable: int = 0
     guard_tripped: bool = False
     dry_run: bool = False
@@ -55,7 +56,7 @@ class RateLimiter:
             await asyncio.sleep(delay)
 
 
-Send = Callable[[PatchAction], Awaitable[str]]  # → "patched" | "missing" | "failed"
+Send = Callable[[PatchAction], Awaitable[str]]  # → "patched" | "missing" | "reverted" | "failed"
 
 
 class PatchPipeline:
@@ -118,6 +119,8 @@ class PatchPipeline:
                 self.result.patched += 1
             elif outcome == "missing":
                 self.result.skipped_missing += 1
+            elif outcome == "reverted":
+                self.result.reverted += 1
             else:
                 self.result.failed += 1
 

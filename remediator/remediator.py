@@ -21,7 +21,16 @@ evaluates the next chunk:
 * never when the pass would change more than ``max_fraction`` of the objects
   (the guard: a Warning Event and a metric, nothing patched — patches are held
   until the guard can no longer trip);
-* in dry-run mode, Events only.
+* in dry-run mode, Events only;
+* checked against the PATCH's answer (the object as stored after admission): a
+  patch whose annotations are not all there was undone by a mutating webhook —
+  e.g. one whose OPA replica has not loaded the new policy yet. It is not counted
+  as patched (``fedplace_remediation_skipped_total{reason="reverted"}``, a
+  warning naming the object and the annotation keys) and the object is
+  re-targeted after a backoff (1 s, 2 s, 4 s … at most 30 s; at most
+  ``REVERT_ATTEMPTS`` times per object and desired change, reset when the object
+  is patched or its desired annotations change; after that the periodic full
+  pass is its next chance).
 
 Passes are triggered by :meth:`Remediator.trigger` (the sync calls it after
 data or policy changes; triggers within ``debounce`` are folded into one), by
@@ -47,7 +56,7 @@ from kubernetes_asyncio import client
 from prometheus_client import Counter, Gauge, Histogram
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from fedplace.common.annotations import annotation_merge_patch
+from fedplace.common.annotations import annotation_merge_patch, canonical_value
 from fedplace.common.events import EventRecorder, InvolvedObject
 from fedplace.common.kube_client import KubeApiError, Resource, kube_json
 from fedplace.common.opa_client import OpaClient, OpaError
@@ -80,13 +89,18 @@ for _outcome in ("ok", "guard", "error", "opa_error"):
         PASSES.labels(_outcome, _scope)
 for _mode in ("enforce", "dry-run"):
     PATCHES.labels(_mode)
-for _reason in ("missing", "deleted", "failed", "not_leader"):
+for _reason in ("missing", "deleted", "failed", "not_leader", "reverted"):
     SKIPPED.labels(_reason)
 
 RETRYABLE = frozenset({409, 429, 500, 502, 503, 504})
 MEMO_SECONDS = 30.0
 Key = tuple[str, str, str]  # (resource, namespace or "", name)
 HISTORY = 200  # remediations remembered for the placement page (newest first)
+# A patch undone by admission: re-targeted after 1 s, 2 s, 4 s … (at most REVERT_MAX_DELAY), at most
+# REVERT_ATTEMPTS times per object and desired change.
+REVERT_FIRST_DELAY = 1.0
+REVERT_MAX_DELAY = 30.0
+REVERT_ATTEMPTS = 6
 
 
 class ObjectSource(Protocol):
@@ -192,6 +206,10 @@ class Remediator:
         # its leadership ran out during the pass (patches skipped or chunks left unevaluated).
         self._not_leading = 0
         self._lost_leadership = False
+        # Objects whose last patch admission undid → (the changes it set, reverts so far), and
+        # the delayed re-targeting of each (see _reverted_patch).
+        self._reverts: dict[Key, tuple[dict[str, str], int]] = {}
+        self._revert_timers: dict[Key, asyncio.TimerHandle] = {}
 
     # -- triggers ------------------------------------------------------------
 
@@ -313,6 +331,9 @@ class Remediator:
                         self._full_at = full_at
                     self._targets = {**targets, **self._targets}
         finally:
+            for timer in self._revert_timers.values():
+                timer.cancel()
+            self._revert_timers.clear()
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -397,7 +418,8 @@ class Remediator:
                                                 "evaluated": len(evaluated_at), "queries": queries,
                                                 "patched": result.patched, "planned": result.planned,
                                                 "in_sync": result.in_sync, "missing": result.skipped_missing,
-                                                "failed": result.failed, "not_leading": self._not_leading,
+                                                "failed": result.failed, "reverted": result.reverted,
+                                                "not_leading": self._not_leading,
                                                 "guard": result.guard_tripped,
                                                 "dry_run": result.dry_run,
                                                 "query_seconds": round(query_seconds, 3),
@@ -546,15 +568,52 @@ class Remediator:
             log.warning("remediation patch failed", extra={"object": f"{a.resource}/{a.namespace}/{a.name}",
                                                            "status": exc.status, "error": exc.message})
             return "failed"
-        PATCHES.labels("enforce").inc()
+        key = (a.resource, a.namespace, a.name)
         if isinstance(patched, dict):
             meta = patched.get("metadata") or {}
-            self._patched[(a.resource, a.namespace, a.name)] = _OwnPatch(
+            # Remembered even when undone: its echo (if it changed anything) is no news.
+            self._patched[key] = _OwnPatch(
                 time.monotonic(), (before.get("metadata") or {}).get("resourceVersion"), meta.get("resourceVersion"),
                 {"metadata": {"annotations": meta.get("annotations") or {}}})
+            stored = meta.get("annotations") or {}
+            undone = sorted(k for k, v in a.changes.items() if stored.get(k) != canonical_value(v))
+            if undone:
+                self._reverted_patch(a, undone)
+                return "reverted"
+        self._reverts.pop(key, None)
+        PATCHES.labels("enforce").inc()
         self._event(a.resource, a.namespace, a.name, "Normal", "PlacementRemediated", _describe(a))
         self._record(a, "patched")
         return "patched"
+
+    def _reverted_patch(self, a: PatchAction, keys: list[str]) -> None:
+        """The PATCH was answered with an object lacking ``keys`` of ``a.changes``: admission
+        undid it. Counted and logged (keys, never values); the object is re-targeted after
+        a backoff, a bounded number of times per desired change (module docstring)."""
+        key = (a.resource, a.namespace, a.name)
+        SKIPPED.labels("reverted").inc()
+        self._record(a, "reverted")
+        changes, reverts = self._reverts.get(key, ({}, 0))
+        reverts = reverts + 1 if changes == a.changes else 1
+        self._reverts[key] = (dict(a.changes), reverts)
+        obj = f"{a.resource}/{a.namespace}/{a.name}"
+        if reverts > REVERT_ATTEMPTS:
+            log.warning("remediation patch undone by admission again; left to the periodic full pass",
+                        extra={"object": obj, "annotations": keys, "reverts": reverts})
+            return
+        delay = min(REVERT_MAX_DELAY, REVERT_FIRST_DELAY * 2 ** (reverts - 1))
+        log.warning("remediation patch undone by admission (a webhook whose OPA has an older policy?); "
+                    "retrying the object later",
+                    extra={"object": obj, "annotations": keys, "reverts": reverts, "retry_in_s": delay})
+        old = self._revert_timers.pop(key, None)
+        if old is not None:
+            old.cancel()
+
+        def retarget() -> None:
+            self._revert_timers.pop(key, None)
+            self._add_targets({key})
+
+        self._revert_timers[key] = asyncio.get_running_loop().call_later(delay, retarget)
 
     # -- events ------------------------------------------------------------------
 
