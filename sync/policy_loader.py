@@ -84,6 +84,7 @@ class PolicyHandler:
         self._orphans: set[str] = set()  # module ids to delete that are still in OPA
         self._unsettled: set[str] = set()  # ids whose last write got no answer: OPA may still be on it
         self.writing: str | None = None  # the module id of the write in flight (for Events)
+        self.writes = 0  # module PUTs and DELETEs OPA took: an event that made none changed no policy
 
     # -- informer handler ------------------------------------------------------
 
@@ -109,8 +110,11 @@ class PolicyHandler:
 
     async def on_event(self, event_type: str, cm: dict[str, Any]) -> None:
         """Apply one change. OPA unavailable → remembered and repaired by :meth:`run_retries`
-        (not raised: the informer would back off and relist everything)."""
+        (not raised: the informer would back off and relist everything). The change signal
+        says "policy" only when OPA's modules changed: not for our own status write-back or a
+        label edit (each would otherwise start a remediation pass)."""
         name = cm["metadata"]["name"]
+        writes = self.writes
         async with self._lock:
             try:
                 if event_type == "DELETED":
@@ -131,7 +135,8 @@ class PolicyHandler:
                             extra={"configmap": name, "error": str(exc)})
                 self._retry.set()
                 return
-        self.signal.notify("policy")
+        if self.writes != writes:
+            self.signal.notify("policy")
 
     # -- loading -------------------------------------------------------------------
 
@@ -205,6 +210,7 @@ class PolicyHandler:
             current = await self.opa.get_policy(mid, timeout=self.write_timeout)
             self._unsettled.discard(mid)
             if (current is None and raw is None) or (current is not None and current.get("raw") == raw):
+                self.writes += 1
                 return  # the earlier write landed
         self.writing = mid
         try:
@@ -212,6 +218,7 @@ class PolicyHandler:
                 await self.opa.delete_policy(mid, missing_ok=True, timeout=self.write_timeout)
             else:
                 await self.opa.put_policy(mid, raw, timeout=self.write_timeout)
+            self.writes += 1
         except OpaUnavailable as exc:
             if not exc.answered:
                 self._unsettled.add(mid)
