@@ -34,6 +34,7 @@ class PassResult:
     in_sync: int = 0
     failed: int = 0
     reverted: int = 0  # sent, but undone by admission (remediator.py re-targets them)
+    not_leading: int = 0  # not sent: this replica no longer led (the next leader's full pass makes them)
     unsatisfiable: int = 0
     guard_tripped: bool = False
     dry_run: bool = False
@@ -56,7 +57,7 @@ class RateLimiter:
             await asyncio.sleep(delay)
 
 
-Send = Callable[[PatchAction], Awaitable[str]]  # → "patched" | "missing" | "reverted" | "failed"
+Send = Callable[[PatchAction], Awaitable[str]]  # → "patched" | "missing" | "reverted" | "not_leader" | "failed"
 
 
 class PatchPipeline:
@@ -121,6 +122,8 @@ class PatchPipeline:
                 self.result.skipped_missing += 1
             elif outcome == "reverted":
                 self.result.reverted += 1
+            elif outcome == "not_leader":
+                self.result.not_leading += 1
             else:
                 self.result.failed += 1
 

@@ -202,9 +202,8 @@ class Remediator:
         # can overtake the PATCH's answer); and the Events of the running pass, sent after it.
         self._inflight: dict[Key, list[Mapping[str, Any]]] = {}
         self._held_events: list[tuple[str, str, str, str, str, str]] | None = None
-        # Patches of the running pass not sent because this replica no longer led, and whether
-        # its leadership ran out during the pass (patches skipped or chunks left unevaluated).
-        self._not_leading = 0
+        # Whether this replica's leadership ran out during the running pass (patches not sent,
+        # counted in PassResult.not_leading, or chunks left unevaluated).
         self._lost_leadership = False
         # Objects whose last patch admission undid → (the changes it set, reverts so far), and
         # the delayed re-targeting of each (see _reverted_patch).
@@ -380,7 +379,7 @@ class Remediator:
                                      concurrency=self.settings.concurrency, dry_run=self.settings.dry_run)
             evaluated_at: dict[Key, int] = {}
             queries, query_seconds = 0, 0.0
-            self._not_leading, self._lost_leadership = 0, False
+            self._lost_leadership = False
             self._hold_events()
             try:
                 for chunk in chunks(keys, self.settings.chunk, self.settings.max_chunk):
@@ -398,7 +397,7 @@ class Remediator:
                     self._report(plan)
                     if not pipeline.add(plan, len(chunk)):
                         break  # the guard tripped: the rest cannot change that
-                result = self._uncount_not_leading(await pipeline.finish())
+                result = await pipeline.finish()
             except BaseException:
                 await pipeline.cancel()
                 raise
@@ -419,7 +418,7 @@ class Remediator:
                                                 "patched": result.patched, "planned": result.planned,
                                                 "in_sync": result.in_sync, "missing": result.skipped_missing,
                                                 "failed": result.failed, "reverted": result.reverted,
-                                                "not_leading": self._not_leading,
+                                                "not_leading": result.not_leading,
                                                 "guard": result.guard_tripped,
                                                 "dry_run": result.dry_run,
                                                 "query_seconds": round(query_seconds, 3),
@@ -465,11 +464,11 @@ class Remediator:
             pipeline = PatchPipeline(self._patch, self._note_dry_run, total=len(notifications),
                                      unevaluated=len(notifications), max_fraction=1.0, rate=self.settings.rate,
                                      concurrency=self.settings.concurrency, dry_run=self.settings.dry_run)
-            self._not_leading, self._lost_leadership = 0, False
+            self._lost_leadership = False
             self._hold_events()
             try:
                 pipeline.add(plan, len(notifications))
-                return self._uncount_not_leading(await pipeline.finish())
+                return await pipeline.finish()
             finally:
                 self._send_events()
 
@@ -507,18 +506,11 @@ class Remediator:
         self._event(a.resource, a.namespace, a.name, "Normal", "PlacementRemediationPlanned",
                     "dry-run, not patched: " + _describe(a))
 
-    def _uncount_not_leading(self, result: PassResult) -> PassResult:
-        """The pipeline counts a patch skipped for lack of leadership as failed; it did not fail
-        (nothing was sent), and it is counted apart (``_not_leading``, the skipped metric)."""
-        result.failed -= self._not_leading
-        return result
-
     def _still_leading(self, a: PatchAction) -> bool:
         """Checked immediately before each PATCH: False (counted, logged) once this replica
         no longer leads — whoever leads next patches the object in its full pass."""
         if self.is_leader():
             return True
-        self._not_leading += 1
         self._lost_leadership = True
         SKIPPED.labels("not_leader").inc()
         log.info("remediation patch skipped: not the leader any more",
