@@ -11,7 +11,10 @@ actions are only noted (Events), never sent.
 Contract: ``add`` never blocks and returns False once the guard has tripped
 (the caller stops evaluating); ``finish`` waits until every released patch
 has been sent and returns the pass's counts; ``cancel`` stops the workers
-(a failed pass). One pipeline per pass.
+(a failed pass). One pipeline per pass. Once a send answers "not_leader", the
+patches still queued are handed to ``send`` without waiting for the rate
+limiter (each is then refused at once, counted ``not_leading``): a replica
+that lost its lease ends its pass without pacing patches it will not send.
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ class PatchPipeline:
         self._limiter = RateLimiter(rate)
         self._queue: asyncio.Queue[PatchAction | None] = asyncio.Queue()
         self._workers: list[asyncio.Task[None]] = []
+        self._lost_leadership = False
 
     def add(self, plan: Plan, evaluated: int) -> bool:
         """The plan of ``evaluated`` more objects; False once the guard has tripped."""
@@ -114,7 +118,8 @@ class PatchPipeline:
             action = await self._queue.get()
             if action is None:
                 return
-            await self._limiter.wait()
+            if not self._lost_leadership:
+                await self._limiter.wait()
             outcome = await self.send(action)
             if outcome == "patched":
                 self.result.patched += 1
@@ -124,6 +129,7 @@ class PatchPipeline:
                 self.result.reverted += 1
             elif outcome == "not_leader":
                 self.result.not_leading += 1
+                self._lost_leadership = True
             else:
                 self.result.failed += 1
 
