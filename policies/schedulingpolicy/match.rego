@@ -38,7 +38,8 @@ else := fallback
 
 # The list at `path` in x ([] when absent or not a list).
 list_at(x, path) := l if {
-	l := value_at(x, path, [])
+	is_object(x)
+	l := object.get(x, path, [])
 	is_array(l)
 } else := []
 
@@ -167,13 +168,15 @@ tolerations(spec) := list_at(spec, ["tolerations"])
 toleration_violations(m, spec, exempt) := {v |
 	ts := tolerations(spec)
 	count(ts) > 0
+	not any_toleration(m)
 	exempt_set := {canonical_toleration(e) | some e in exempt} - {{}}
 	defaults := {canonical_toleration(d) | some d in list_at(m["default"], "tolerations")}
 	rules := array.concat(list_at(m.allowed, "tolerations"), list_at(m.required, "tolerations"))
 	some t in ts
 	c := canonical_toleration(t)
 	not c in exempt_set
-	not toleration_allowed(m, c, rules, defaults)
+	not c in defaults
+	not rule_covers(rules, c)
 	v := violation("toleration", json.marshal(t), "not allowed (no allowed toleration rule covers it)")
 } | {v |
 	required := m.required.tolerations
@@ -193,16 +196,14 @@ exempt_canonical(c, exempt) if {
 	canonical_toleration(e) == c
 }
 
-# (rules: the allowed and required toleration rules of m; defaults: its
-# default tolerations, in canonical form.)
-toleration_allowed(m, _, _, _) if m.allowed.tolerations == []
+# allowed says "any toleration".
+any_toleration(m) if m.allowed.tolerations == []
 
-toleration_allowed(_, c, rules, _) if {
+# One of the toleration rules covers the toleration `c` (canonical form).
+rule_covers(rules, c) if {
 	some rule in rules
 	covers(rule, c)
 }
-
-toleration_allowed(_, c, _, defaults) if c in defaults
 
 required_toleration_met(ts, required) if {
 	some t in ts
@@ -214,24 +215,20 @@ required_toleration_met(ts, required) if {
 # A toleration, with what it tolerates made explicit: `key`, `value` and
 # `effect` are null when it tolerates every one (an empty key, operator
 # Exists, an empty effect). {} for what is not a toleration object.
+# (object.get on a one-key object maps that key to null and anything else to
+# itself: "" → null, and any value → null for operator Exists.)
 canonical_toleration(t) := {
-	"key": tolerated(object.get(t, "key", "")),
+	"key": object.get({"": null}, [key], key),
 	"operator": operator,
-	"value": tolerated_value(operator, object.get(t, "value", "")),
-	"effect": tolerated(object.get(t, "effect", "")),
+	"value": object.get({"Exists": null}, [operator], object.get(t, "value", "")),
+	"effect": object.get({"": null}, [effect], effect),
 	"tolerationSeconds": object.get(t, "tolerationSeconds", null),
 } if {
 	is_object(t)
+	key := object.get(t, "key", "")
 	operator := object.get(t, "operator", "Equal")
+	effect := object.get(t, "effect", "")
 } else := {}
-
-tolerated(x) := null if x == ""
-
-else := x
-
-tolerated_value(operator, value) := null if operator == "Exists"
-
-else := value
 
 # A rule covers a toleration when everything the toleration tolerates is
 # within the rule (an empty or absent list in the rule covers anything).
@@ -354,8 +351,6 @@ pod_term_allowed(m, t, kind, term) if {
 
 pod_term_allowed(m, t, kind, term) if term in pod_terms(m["default"].affinity, t, kind)
 
-type_permitted(m, t) if wildcard_type(m, t)
-
 type_permitted(m, t) if is_object(m.allowed.affinities[types[t]])
 
 type_permitted(m, t) if is_object(m.required.affinities[types[t]])
@@ -370,9 +365,8 @@ kind_permitted(m, t, kind) if is_object(m.required.affinities[types[t]][kind])
 
 kind_permitted(m, t, kind) if _ = m["default"].affinity[t][kind]
 
-# allowed says "any" for this type and kind: {} at some level.
-wildcard_kind(m, t, _) if wildcard_type(m, t)
-
+# allowed says "any" for this type and kind. (Below affinity_violations a type
+# is never one allowed in any form: those are not checked at all.)
 wildcard_kind(m, t, kind) if m.allowed.affinities[types[t]][kind] == {}
 
 # Every expression of the pod term's selector matches a rule of the rule term,

@@ -25,6 +25,12 @@
 #
 # A component of the wrong type (a name list that is not a list, …) is read
 # as absent.
+#
+# Both run on every admission request: the helpers below are handed the one
+# section or component they read, never a whole spec or list of specs (OPA
+# copies a function's arguments on every call), and the common shapes (a spec
+# with nothing to rewrite, a component given by one policy) take the shortest
+# path.
 package io.k8s.federation.schedulingpolicy.merge
 
 options := {"smart", "first", "simple"}
@@ -40,13 +46,13 @@ components := {
 # Components merged key by key in required and default (smart merge).
 keyed := {"nodeSelectors", "affinities", "nodeSelector", "affinity"}
 
-# Components of allowed that are lists (the others are objects).
-list_components := {"schedulerNames", "priorityClassNames", "tolerations"}
-
-aliases := {
-	"required": {"priorityClasseNames": "priorityClassNames"},
-	"allowed": {"priorityClasseNames": "priorityClassNames"},
-	"default": {"priorityClasseName": "priorityClassName"},
+# The type of each component of allowed.
+allowed_types := {
+	"schedulerNames": "array",
+	"priorityClassNames": "array",
+	"nodeSelectors": "object",
+	"tolerations": "array",
+	"affinities": "object",
 }
 
 empty := {"required": {}, "allowed": {}, "default": {}}
@@ -57,10 +63,25 @@ preferred_kind := "preferredDuringSchedulingIgnoredDuringExecution"
 
 # ---- normalisation ---------------------------------------------------------
 
-normalize(spec) := {
-	"required": renamed(section(spec, "required"), aliases.required),
-	"allowed": renamed(section(spec, "allowed"), aliases.allowed),
-	"default": normalized_default(renamed(section(spec, "default"), aliases["default"])),
+# A section that is not an object is read as {} (a spec that is not an object
+# as empty).
+normalize(spec) := {"required": r, "allowed": a, "default": d} if {
+	# nothing to rewrite: the sections as they are
+	is_object(spec)
+	r := object.get(spec, "required", {})
+	a := object.get(spec, "allowed", {})
+	d := object.get(spec, "default", {})
+	is_object(r)
+	is_object(a)
+	is_object(d)
+	not "priorityClasseNames" in object.keys(r)
+	not "priorityClasseNames" in object.keys(a)
+	not "priorityClasseName" in object.keys(d)
+	not rewritten(d)
+} else := {
+	"required": renamed(section(spec, "required"), "priorityClasseNames", "priorityClassNames"),
+	"allowed": renamed(section(spec, "allowed"), "priorityClasseNames", "priorityClassNames"),
+	"default": normalized_default(renamed(section(spec, "default"), "priorityClasseName", "priorityClassName")),
 }
 
 section(spec, name) := s if {
@@ -68,16 +89,13 @@ section(spec, name) := s if {
 	is_object(s)
 } else := {}
 
-# Aliases renamed; when both spellings are given the correct one wins (the
+# The alias renamed; when both spellings are given the correct one wins (the
 # validation refuses such a spec anyway).
-renamed(obj, names) := obj if {
-	count(object.filter(obj, names)) == 0
-} else := {object.get(names, k, k): v |
-	some k, v in obj
-	not shadowed(obj, names, k)
-}
-
-shadowed(obj, names, k) if names[k] in object.keys(obj)
+renamed(obj, alias, name) := obj if {
+	not alias in object.keys(obj)
+} else := object.remove(obj, [alias]) if {
+	name in object.keys(obj)
+} else := object.union(object.remove(obj, [alias]), {name: obj[alias]})
 
 normalized_default(d) := object.union_n([d, expanded_tolerations(d), kubernetes_node_affinity(d)]) if {
 	rewritten(d)
@@ -85,10 +103,7 @@ normalized_default(d) := object.union_n([d, expanded_tolerations(d), kubernetes_
 
 # A default with a toleration listing values, or a node affinity (whose
 # expressions may be written with keys / operators lists).
-rewritten(d) if {
-	some t in d.tolerations
-	is_array(t.values)
-}
+rewritten(d) if is_array(d.tolerations[_].values)
 
 rewritten(d) if is_object(d.affinity.nodeAffinity)
 
@@ -137,105 +152,161 @@ expression(e) := object.union(object.remove(e, ["keys", "operators"]), {"key": k
 
 # ---- merging ---------------------------------------------------------------
 
-merged(specs, option) := empty if {
-	count(specs) == 0
-} else := specs[0] if {
-	option == "first"
-} else := specs[0] if {
-	option in options
+# specs: normalised specs (normalize). Indexed on the option.
+merged(specs, _) := empty if count(specs) == 0
+
+merged(specs, "first") := specs[0]
+
+merged(specs, "simple") := specs[0] if {
 	count(specs) == 1
-} else := {sec: first_values(specs, sec) | some sec in sections} if {
-	option == "simple"
+} else := {sec: first_values([s[sec] | some s in specs], comps) | some sec, comps in components} if {
+	count(specs) > 1
+}
+
+merged(specs, "smart") := specs[0] if {
+	count(specs) == 1
 } else := {
-	"required": first_seen(specs, "required"),
-	"allowed": additive(specs),
-	"default": first_seen(specs, "default"),
+	"required": first_seen([s.required | some s in specs], components.required),
+	"allowed": additive([s.allowed | some s in specs]),
+	"default": first_seen([s["default"] | some s in specs], components["default"]),
 } if {
-	option == "smart"
+	count(specs) > 1
 }
 
-# simple: the first value of each component.
-first_values(specs, sec) := {comp: values[0] |
-	some comp in components[sec]
-	values := [v | some s in specs; v := s[sec][comp]]
-	count(values) > 0
+# simple: the first value of each component, given the policies' sections.
+first_values(secs, comps) := {comp: values[0] |
+	some comp in comps
+	values := [v | some s in secs; v := s[comp]]
+	values != []
 }
 
-# smart, required and default: first seen per component, and per key of the keyed ones.
-first_seen(specs, sec) := object.filter(given[0], components[sec]) if {
-	given := [x | some s in specs; x := s[sec]; count(x) > 0]
-	count(given) == 1
+# smart, required and default: first seen per component, and per key of the
+# keyed ones; given the policies' sections.
+first_seen(secs, comps) := object.filter(given, comps) if {
+	# one policy gives the section
+	[given] = [s | some s in secs; s != {}]
 } else := {comp: v |
-	some comp in components[sec]
-	values := [x | some s in specs; x := s[sec][comp]]
-	count(values) > 0
+	some comp in comps
+	values := [x | some s in secs; x := s[comp]]
+	values != []
 	v := first_seen_value(comp, values)
 }
 
-first_seen_value(comp, values) := {k: firsts[0] |
+# A component given by one policy is its value.
+first_seen_value(comp, values) := v if {
+	[v] = values
+} else := first_seen_keys(objects) if {
+	comp in keyed
+	objects := [o | some o in values; is_object(o)]
+	objects != []
+} else := values[0]
+
+first_seen_keys(objects) := {k: firsts[0] |
 	some o in objects
 	some k, _ in o
 	firsts := [x | some o2 in objects; x := o2[k]]
-} if {
-	comp in keyed
-	objects := [o | some o in values; is_object(o)]
-	count(objects) > 0
-} else := values[0]
+}
 
-# allowed: what any usable policy allows. [] / {} mean "any" and win; what
-# is of the wrong type counts for nothing (a component, key, affinity type or
-# kind left with nothing is absent, never "any").
-additive(specs) := {comp: v |
-	some comp in components.allowed
-	values := [x | some s in specs; x := s.allowed[comp]; well_typed(comp, x)]
-	count(values) > 0
+# allowed: what any usable policy allows, given the policies' allowed
+# sections. [] / {} mean "any" and win; what is of the wrong type counts for
+# nothing (a component, key, affinity type or kind left with nothing is
+# absent, never "any").
+additive(secs) := {comp: v |
+	some comp, type in allowed_types
+	values := [x | some s in secs; x := s[comp]; type_name(x) == type]
+	values != []
 	v := union(comp, values)
 }
 
-well_typed(comp, x) if {
-	comp in list_components
-	is_array(x)
-}
+# The union of a component's well-typed values (one or more). Each component
+# has its own definitions: a call reads only those of its component. Node
+# selectors none of which has a key with a list of values are unioned as
+# affinities are (their keys with an object value kept, as types).
+union("schedulerNames", values) := names(values)
 
-well_typed(comp, x) if {
-	not comp in list_components
-	is_object(x)
-}
+union("priorityClassNames", values) := names(values)
 
-union(comp, values) := [] if {
-	comp in list_components
+union("tolerations", values) := v if {
+	[v] = values
+} else := [] if {
 	[] in values
+} else := [t | some v in values; some t in v]
+
+union("nodeSelectors", values) := selectors if {
+	[v] = values
+	selectors := {key: sort({x | some x in list}) | some key, list in v; is_array(list)}
+	selectors != {}
 } else := {} if {
-	not comp in list_components
 	{} in values
-} else := [r | some v in values; some r in v] if {
-	comp == "tolerations"
-} else := sort({n | some v in values; some n in v}) if {
-	comp in list_components
-} else := nonempty({key: selector_values(values, key) | some v in values; some key, x in v; is_array(x)}) if {
-	comp == "nodeSelectors"
-} else := nonempty({t: types | some v in values; some t, x in v; is_object(x); types := affinity_type(values, t)})
+} else := selectors if {
+	# the keys with a list of values, each key's lists unioned
+	selectors := {key: names(lists) |
+		some key in {key | some v in values; some key, x in v; is_array(x)}
+		lists := [x | some v in values; x := v[key]; is_array(x)]
+	}
+	selectors != {}
+} else := affinities(values)
 
-nonempty(x) := x if count(x) > 0
+union("affinities", values) := affinities(values)
 
-# The values of a node selector key: [] (any) wins.
-selector_values(values, key) := [] if {
-	some v in values
-	v[key] == []
-} else := sort({x | some v in values; is_array(v[key]); some x in v[key]})
+# Affinities: each type's kinds' rule lists concatenated.
+affinities(values) := types if {
+	[v] = values
+	types := {t: kinds | some t, x in v; is_object(x); kinds := one_affinity_type(x)}
+	types != {}
+} else := {} if {
+	{} in values
+} else := types if {
+	types := {t: kinds |
+		some t in {t | some v in values; some t, x in v; is_object(x)}
+		kinds := affinity_type([x | some v in values; x := v[t]])
+	}
+	types != {}
+}
 
-affinity_type(values, t) := {} if {
-	some v in values
-	v[t] == {}
-} else := nonempty({kind: rules | some v in values; some kind, x in v[t]; is_object(x); rules := affinity_kind(values, t, kind)})
+# Lists of names (or node selector values): [] (any) wins; otherwise every
+# name once, sorted.
+names(lists) := [] if {
+	[] in lists
+} else := sort({n | some list in lists; some n in list})
 
-# A kind's rule lists (nodeSelectorTerms, podAffinityTerms) concatenated.
-affinity_kind(values, t, kind) := {} if {
-	some v in values
-	v[t][kind] == {}
-} else := nonempty({field: [term | some v2 in values; some term in v2[t][kind][field]] |
-	some v in values
-	is_object(v[t][kind])
-	some field, terms in v[t][kind]
-	is_array(terms)
-})
+# One affinity type (nodeAffinities, …) as the policies give it.
+affinity_type(types) := {} if {
+	{} in types
+} else := kinds if {
+	kinds := {kind: rules |
+		some kind in {kind | some x in types; some kind, y in x; is_object(y)}
+		rules := affinity_kind([y | some x in types; y := x[kind]])
+	}
+	kinds != {}
+}
+
+# The same given by one policy.
+one_affinity_type(x) := kinds if {
+	kinds := {kind: fields | some kind, y in x; is_object(y); fields := one_affinity_kind(y)}
+	kinds != {}
+} else := {} if {
+	x == {}
+}
+
+# One kind of an affinity type as the policies give it: its rule lists
+# (nodeSelectorTerms, podAffinityTerms) concatenated.
+affinity_kind(kinds) := {} if {
+	{} in kinds
+} else := fields if {
+	fields := {field: [term | some y2 in kinds; some term in y2[field]] |
+		some y in kinds
+		is_object(y)
+		some field, terms in y
+		is_array(terms)
+	}
+	fields != {}
+}
+
+# The same given by one policy.
+one_affinity_kind(y) := fields if {
+	fields := {field: terms | some field, terms in y; is_array(terms)}
+	fields != {}
+} else := {} if {
+	y == {}
+}

@@ -176,3 +176,28 @@ test_smart_union_reads_wrongly_typed_parts_as_absent if {
 	m2 := merge.merged([bad, good], "smart")
 	m2.allowed == {"schedulerNames": ["s"], "nodeSelectors": {"disk": ["hdd"]}}
 }
+
+# An alias is renamed whatever its value (false and null included).
+test_an_alias_is_renamed_whatever_its_value if {
+	merge.normalize({"allowed": {"priorityClasseNames": false}}).allowed == {"priorityClassNames": false}
+	merge.normalize({"default": {"priorityClasseName": null}})["default"] == {"priorityClassName": null}
+}
+
+# A component only one of several policies gives is unioned as any other:
+# names sorted once each, wrongly typed keys, types and kinds left out.
+test_smart_union_of_a_component_one_policy_gives if {
+	rk := merge.required_kind
+	x := merge.normalize({"allowed": {
+		"schedulerNames": ["b", "a", "b"],
+		"nodeSelectors": {"disk": ["ssd", "hdd"], "zone": "x"},
+		"affinities": {"podAffinities": {rk: {"podAffinityTerms": [1], "x": "y"}, "k": "x"}, "nodeAffinities": {}, "t": "x"},
+	}})
+	y := merge.normalize({"allowed": {"tolerations": [{"key": "k"}]}})
+	m := merge.merged([x, y], "smart")
+	m.allowed == {
+		"schedulerNames": ["a", "b"],
+		"nodeSelectors": {"disk": ["hdd", "ssd"]},
+		"affinities": {"podAffinities": {rk: {"podAffinityTerms": [1]}}, "nodeAffinities": {}},
+		"tolerations": [{"key": "k"}],
+	}
+}

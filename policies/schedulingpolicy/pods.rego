@@ -117,17 +117,23 @@ merged := merge.merged([merge.normalize(object.get(policies[name], "spec", {})) 
 
 # ---- defaults ------------------------------------------------------------------
 
-# The components the pod spec sets: a non-empty string or object, other than
-# what the API server fills in itself.
-specified_fields := ({field |
-	some field, x in spec
+# The components defaulted one value each (tolerations are appended to: below)
+# that the pod spec sets: a non-empty string or object, other than what the API
+# server fills in itself.
+specified_fields := {field |
+	some field in ["schedulerName", "priorityClassName", "nodeSelector", "affinity"]
+	specified(spec[field])
+} - kubernetes_defaulted
+
+specified(x) if {
 	is_string(x)
 	x != ""
-} | {field |
-	some field, x in spec
+}
+
+specified(x) if {
 	is_object(x)
 	count(x) > 0
-}) - kubernetes_defaulted
+}
 
 # The default of each component the pod leaves unset: {field: value}.
 defaults[field] := value if {

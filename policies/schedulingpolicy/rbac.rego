@@ -29,7 +29,13 @@ resource := "schedulingpolicies"
 collections := ["clusterrolebindings", "clusterroles", "rolebindings", "roles"]
 
 # Those opa-kube-sync does not replicate (the decision cannot be made without them).
-missing := {plural | some plural in collections; not replicated_collection(plural)}
+missing := set() if {
+	# all there: the common case, without iterating
+	is_object(replicated.collection("clusterrolebindings"))
+	is_object(replicated.collection("clusterroles"))
+	is_object(replicated.collection("rolebindings"))
+	is_object(replicated.collection("roles"))
+} else := {plural | some plural in collections; not replicated_collection(plural)}
 
 replicated_collection(plural) if is_object(replicated.collection(plural))
 
@@ -42,21 +48,18 @@ namespace := ns if {
 
 service_account := sa if {
 	sa := podspec.spec.serviceAccountName
-	nonempty_string(sa)
+	is_string(sa)
+	sa != ""
 } else := sa if {
 	# the deprecated alias, still accepted by the API server
 	sa := podspec.spec.serviceAccount
-	nonempty_string(sa)
+	is_string(sa)
+	sa != ""
 } else := "default"
 
-nonempty_string(x) if {
-	is_string(x)
-	x != ""
-}
+username := concat("", ["system:serviceaccount:", namespace, ":", service_account])
 
-username := sprintf("system:serviceaccount:%s:%s", [namespace, service_account])
-
-groups := {"system:serviceaccounts", sprintf("system:serviceaccounts:%s", [namespace]), "system:authenticated"}
+groups := {"system:serviceaccounts", concat("", ["system:serviceaccounts:", namespace]), "system:authenticated"}
 
 # Every name a subject standing for the service account can have.
 subject_names := groups | {username, service_account}
@@ -72,6 +75,11 @@ subject_is(s) if {
 	s.name == username
 }
 
+subject_is(s) if {
+	s.kind == "Group"
+	s.name in groups
+}
+
 # In a RoleBinding (of the pod's namespace) a ServiceAccount subject without a
 # namespace stands for that account in the binding's own namespace, as the RBAC
 # authorizer reads it (a ClusterRoleBinding's must name one: the API server
@@ -84,91 +92,76 @@ namespace_subject_is(s) if {
 	object.get(s, "namespace", "") == ""
 }
 
-subject_is(s) if {
-	s.kind == "Group"
-	s.name in groups
-}
-
 # ---- bindings and grants ------------------------------------------------------
 
-# ClusterRoleBindings, and RoleBindings of the pod's namespace, to the service
-# account: the bindings naming one of its subject names, then each binding's
-# subjects checked. The names are looked up in opa-kube-sync's subject index
+# The roles bound to the service account, as [kind, name]: ClusterRoles bound
+# by a ClusterRoleBinding, and ClusterRoles or Roles (of the pod's namespace)
+# bound by a RoleBinding of the pod's namespace. A binding counts when one of
+# its subjects is the service account; the bindings naming one of its subject
+# names are looked up in opa-kube-sync's subject index
 # (replicated.subject_index) when it is there; without it, every binding is
-# read. The rules read the replicated data where it is: a real OPA server
+# read. The rules read the replicated data where it is (a real OPA server
 # converts stored data as it is read, but all of it when it is passed to a
-# function.
-cluster_bindings contains binding if {
+# function or kept in a set): they keep the roles' names, not the bindings.
+bound_roles contains ["ClusterRole", binding.roleRef.name] if {
+	index := replicated.subject_index("clusterrolebindings")
 	bindings := replicated.collection("clusterrolebindings")
-	some name in cluster_binding_names
+	some subject in subject_names
+	some name, _ in index[subject]
 	binding := bindings[name]
+	binding.roleRef.kind == "ClusterRole"
 	some s in binding.subjects
 	subject_is(s)
 }
 
-namespace_bindings contains binding if {
-	bindings := replicated.collection("rolebindings")[namespace]
-	some name in namespace_binding_names
-	binding := bindings[name]
-	some s in binding.subjects
-	namespace_subject_is(s)
-}
-
-# The names of the bindings naming one of the subject names.
-cluster_binding_names contains name if {
-	index := replicated.subject_index("clusterrolebindings")
-	some subject in subject_names
-	some name, _ in index[subject]
-}
-
-cluster_binding_names contains name if {
+bound_roles contains ["ClusterRole", binding.roleRef.name] if {
 	not replicated.subject_index("clusterrolebindings")
 	names := subject_names
 	bindings := replicated.collection("clusterrolebindings")
 	some name
 	names[bindings[name].subjects[_].name]
+	binding := bindings[name]
+	binding.roleRef.kind == "ClusterRole"
+	some s in binding.subjects
+	subject_is(s)
 }
 
-namespace_binding_names contains name if {
-	index := replicated.subject_index("rolebindings")
+bound_roles contains [binding.roleRef.kind, binding.roleRef.name] if {
+	index := replicated.subject_index("rolebindings")[namespace]
+	bindings := replicated.collection("rolebindings")[namespace]
 	some subject in subject_names
-	some name, _ in index[namespace][subject]
+	some name, _ in index[subject]
+	binding := bindings[name]
+	some s in binding.subjects
+	namespace_subject_is(s)
 }
 
-namespace_binding_names contains name if {
+bound_roles contains [binding.roleRef.kind, binding.roleRef.name] if {
 	not replicated.subject_index("rolebindings")
 	names := subject_names
 	bindings := replicated.collection("rolebindings")[namespace]
 	some name
 	names[bindings[name].subjects[_].name]
+	binding := bindings[name]
+	some s in binding.subjects
+	namespace_subject_is(s)
 }
 
-cluster_roles := replicated.collection("clusterroles")
-
-# Policy names ("*" for all) granted to the service account.
+# Policy names ("*" for all) granted to the service account: those of the
+# rules of its roles that allow `use` (or `*`) on schedulingpolicies (or `*`)
+# in our API group (or `*`).
 granted contains name if {
-	some binding in cluster_bindings
-	binding.roleRef.kind == "ClusterRole"
-	some name in grants(cluster_roles[binding.roleRef.name])
-}
-
-granted contains name if {
-	some binding in namespace_bindings
-	some name in grants(referenced_role(binding.roleRef))
-}
-
-referenced_role(ref) := cluster_roles[ref.name] if ref.kind == "ClusterRole"
-
-referenced_role(ref) := replicated.collection("roles")[namespace][ref.name] if ref.kind == "Role"
-
-# The names a role's rules grant `use` of ("*": all of them).
-grants(role) := {name |
-	some rule in role.rules
+	some [kind, role_name] in bound_roles
+	some rule in role(kind, role_name).rules
 	listed(rule.verbs, "use")
 	listed(rule.apiGroups, api_group)
 	listed(rule.resources, resource)
 	some name in resource_names(rule)
 }
+
+role("ClusterRole", name) := replicated.collection("clusterroles")[name]
+
+role("Role", name) := replicated.collection("roles")[namespace][name]
 
 listed(list, want) if want in list
 
@@ -179,5 +172,5 @@ listed(list, _) if "*" in list
 # nothing; only a rule without resourceNames grants every policy.
 resource_names(rule) := {n | some n in rule.resourceNames; is_string(n); n != "*"} if {
 	is_array(rule.resourceNames)
-	count(rule.resourceNames) > 0
+	rule.resourceNames != []
 } else := {"*"}

@@ -205,3 +205,18 @@ test_a_rolebinding_serviceaccount_subject_without_namespace if {
 	granted([], [binding("rb", "team-a", "ClusterRole", "sp:gold", [{"kind": "ServiceAccount", "name": "api"}])], web) == set()
 	granted([binding("crb", "", "ClusterRole", "sp:gold", [bare])], [], web) == set()
 }
+
+test_missing_some_rbac_collections if {
+	m := rbac.missing with data.kubernetes as {"clusterroles": {}, "roles": {}}
+	m == {"clusterrolebindings", "rolebindings"}
+}
+
+# A role bound by several bindings (cluster-wide and in the namespace) grants once.
+test_a_role_bound_twice if {
+	g := granted(
+		[binding("b1", "", "ClusterRole", "sp:gold", [sa("web", "team-a")]), binding("b2", "", "ClusterRole", "sp:gold", [group("system:authenticated")])],
+		[binding("rb", "team-a", "ClusterRole", "sp:gold", [sa("web", "team-a")])],
+		web,
+	)
+	g == {"gold"}
+}
