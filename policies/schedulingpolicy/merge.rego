@@ -250,11 +250,7 @@ union("nodeSelectors", values) := selectors if {
 union("affinities", values) := affinities(values)
 
 # Affinities: each type's kinds' rule lists concatenated.
-affinities(values) := types if {
-	[v] = values
-	types := {t: kinds | some t, x in v; is_object(x); kinds := one_affinity_type(x)}
-	types != {}
-} else := {} if {
+affinities(values) := {} if {
 	{} in values
 } else := types if {
 	types := {t: kinds |
@@ -281,14 +277,6 @@ affinity_type(types) := {} if {
 	kinds != {}
 }
 
-# The same given by one policy.
-one_affinity_type(x) := kinds if {
-	kinds := {kind: fields | some kind, y in x; is_object(y); fields := one_affinity_kind(y)}
-	kinds != {}
-} else := {} if {
-	x == {}
-}
-
 # One kind of an affinity type as the policies give it: its rule lists
 # (nodeSelectorTerms, podAffinityTerms) concatenated.
 affinity_kind(kinds) := {} if {
@@ -301,12 +289,4 @@ affinity_kind(kinds) := {} if {
 		is_array(terms)
 	}
 	fields != {}
-}
-
-# The same given by one policy.
-one_affinity_kind(y) := fields if {
-	fields := {field: terms | some field, terms in y; is_array(terms)}
-	fields != {}
-} else := {} if {
-	y == {}
 }
