@@ -7,10 +7,11 @@ queries, so opa-kube-sync keeps the clusters grouped by property value as a
 document of its own, derived from the mirror and never part of it, at
 ``data.<root>_index.clusters``::
 
-    {"layout": 1,
+    {"layout": 2,
      "names":   {<cluster>: true},                       # every replicated cluster
      "labels":  {<label key>: {<value>: {<cluster>: true}}},
      "regions": {<region>: {<cluster>: true}},
+     "region_labels": {<region>: {<label key>: {<value>: {<cluster>: true}}}},
      "named_by": {<label key>: {<cluster>: true}}}
 
 * ``labels`` holds every label of every cluster. Label values are strings (the
@@ -19,6 +20,10 @@ document of its own, derived from the mirror and never part of it, at
   Federation v1 Cluster's ``status.region``, else a Karmada Cluster's
   ``spec.region`` — when it is a string. A cluster whose ``status`` has a
   ``region`` that is not a string has no region (its ``spec`` is not read).
+* ``region_labels``: ``labels`` for each region's clusters alone, so that "PCI
+  level >= 2 in an EU region" is a union of groups that hold exactly the
+  answer, with no intersection of two large sets (an intersection costs OPA
+  time in the number of clusters on each side, the union only in the answer).
 * ``named_by``: the clusters whose label ``key`` is their own name (how a
   cluster selector names clusters: the setting ``cluster_name_label``).
 * ``names``: every replicated cluster (an entry that is not an object is none).
@@ -42,7 +47,7 @@ from fedplace.common.kube_client import Resource
 
 __all__ = ["LAYOUT", "cluster_index", "indexed", "region"]
 
-LAYOUT = 1
+LAYOUT = 2
 _ABSENT = object()
 
 
@@ -74,17 +79,21 @@ def cluster_index(collection: dict[str, Any]) -> dict[str, Any]:
     ``{name: cluster}`` document."""
     labels: dict[str, dict[str, dict[str, bool]]] = {}
     regions: dict[str, dict[str, bool]] = {}
+    region_labels: dict[str, dict[str, dict[str, dict[str, bool]]]] = {}
     named_by: dict[str, dict[str, bool]] = {}
     for name, cluster in collection.items():
+        where = region(cluster)
+        if where is not None:
+            regions.setdefault(where, {})[name] = True
         cluster_labels = _get(cluster, "metadata", "labels")
         if isinstance(cluster_labels, dict):
             for key, value in cluster_labels.items():
                 if isinstance(value, str):
                     labels.setdefault(key, {}).setdefault(value, {})[name] = True
+                    if where is not None:
+                        region_labels.setdefault(where, {}).setdefault(key, {}).setdefault(value, {})[name] = True
                 if value == name:
                     named_by.setdefault(key, {})[name] = True
-        where = region(cluster)
-        if where is not None:
-            regions.setdefault(where, {})[name] = True
     names = {name: True for name, cluster in collection.items() if isinstance(cluster, dict)}
-    return {"layout": LAYOUT, "names": names, "labels": labels, "regions": regions, "named_by": named_by}
+    return {"layout": LAYOUT, "names": names, "labels": labels, "regions": regions, "region_labels": region_labels,
+            "named_by": named_by}

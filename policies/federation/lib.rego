@@ -105,16 +105,20 @@ clusters := data.kubernetes.clusters
 #
 # opa-kube-sync keeps the clusters grouped by label value and by region beside
 # the mirror, at data.kubernetes_index.clusters (docs/sync.md, "Indexes"):
-#   {"layout": 1, "names": {name: true}, "labels": {key: {value: {name: true}}},
-#    "regions": {region: {name: true}}, "named_by": {key: {name: true}}}
-# With it, which clusters an object may use is a few set operations over the
-# distinct values the rules test, not a pass over every cluster; without it
+#   {"layout": 2, "names": {name: true}, "labels": {key: {value: {name: true}}},
+#    "regions": {region: {name: true}},
+#    "region_labels": {region: {key: {value: {name: true}}}},
+#    "named_by": {key: {name: true}}}
+# With it, which clusters an object may use is a union of the groups whose
+# region and label value qualify, which together hold exactly the answer: the
+# cost grows with the answer, not with the federation (intersecting two groups
+# would cost time in the clusters on both sides). Without it
 # (opa test, OPA fed by another sync, an index of a layout these rules do not
 # know) the rules read every cluster. Same decision either way
 # (placement_index_test.rego). The index is read where it is, never passed to a
 # function: a real OPA server converts a stored document passed whole.
 
-cluster_index_ready if data.kubernetes_index.clusters.layout == 1
+cluster_index_ready if data.kubernetes_index.clusters.layout == 2
 
 # Every replicated cluster's name.
 cluster_names := object.keys(data.kubernetes_index.clusters.names) if {
@@ -131,7 +135,21 @@ else := scanned_eligible
 
 indexed_eligible := pci_indexed if not eu_required
 
-indexed_eligible := pci_indexed & eu_indexed if eu_required
+indexed_eligible := eu_indexed if {
+	eu_required
+	required_pci == 0
+}
+
+indexed_eligible := union({object.keys(names) |
+	some region, by_label in data.kubernetes_index.clusters.region_labels
+	regex.match(eu_region_pattern, lower(region))
+	some value, names in by_label[pci_label]
+	whole_number(value)
+	number(value) >= required_pci
+}) if {
+	eu_required
+	required_pci > 0
+}
 
 pci_indexed := cluster_names if required_pci == 0
 

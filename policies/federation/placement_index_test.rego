@@ -33,7 +33,7 @@ region_of(c) := r if {
 }
 
 index_of(cs) := {
-	"layout": 1,
+	"layout": 2,
 	"names": {n: true | some n, c in cs; is_object(c)},
 	"labels": {k: {v: {n: true | some n, c in cs; c.metadata.labels[k] == v} |
 		some c2 in cs
@@ -44,6 +44,19 @@ index_of(cs) := {
 		some k, _ in c1.metadata.labels
 	},
 	"regions": {r: {n: true | some n, c in cs; region_of(c) == r} | some c in cs; r := region_of(c)},
+	"region_labels": {r: {k: {v: {n: true | some n, c in cs; region_of(c) == r; c.metadata.labels[k] == v} |
+		some c2 in cs
+		region_of(c2) == r
+		v := c2.metadata.labels[k]
+		is_string(v)
+	} |
+		some c1 in cs
+		region_of(c1) == r
+		some k, _ in c1.metadata.labels
+	} |
+		some c in cs
+		r := region_of(c)
+	},
 	"named_by": {k: {n: true | some n, c in cs; c.metadata.labels[k] == n} |
 		some n1, c1 in cs
 		some k, v in c1.metadata.labels
@@ -107,16 +120,35 @@ test_every_decision_is_the_same_either_way if {
 	}
 }
 
+# When every cluster carries the name label (the usual federation), the
+# selector's clusters come from two counts instead of an intersection: the
+# same decisions.
+named_clusters := {n: c | some n, c in clusters; c.metadata.labels[name_label] == n}
+
+test_every_decision_is_the_same_either_way_when_every_cluster_is_named if {
+	placement.selector_eligible == {"gce-eu", "aws-eu", "karmada-eu", "no-status-region"} with input as deployment({eu_key: "true"})
+		with data.kubernetes.clusters as named_clusters
+		with data.kubernetes_index.clusters as index_of(named_clusters)
+	every o in inputs {
+		d1 := admission with input as o with data.kubernetes.clusters as named_clusters
+		d2 := admission with input as o
+			with data.kubernetes.clusters as named_clusters
+			with data.kubernetes_index.clusters as index_of(named_clusters)
+		d1 == d2
+	}
+}
+
 test_the_cases_are_not_all_alike if {
 	decisions := {json.marshal(looked_up(o)) | some o in inputs}
 	count(decisions) >= 12
 }
 
-# An index of a layout these rules do not know is not read: here it would name no cluster.
+# An index of a layout these rules do not know (here the previous one) is not
+# read: here it would name no cluster.
 test_an_index_of_another_layout_is_ignored if {
 	e := placement.eligible_clusters with input as rs({eu_key: "true", pci_key: "3"})
 		with data.kubernetes.clusters as clusters
-		with data.kubernetes_index.clusters as {"layout": 2, "names": {}, "labels": {}, "regions": {}}
+		with data.kubernetes_index.clusters as {"layout": 1, "names": {}, "labels": {}, "regions": {}}
 	e == {"aws-eu", "karmada-eu", "impostor"}
 }
 

@@ -319,8 +319,14 @@ else := matching_clusters(reqs) & candidates
 # (fedplace explain, what-if) costs no pass for any other object.
 
 # Eligible clusters the policy can name: labelled with cluster_name_label = their
-# name. One pass over the eligible clusters only, not over all of them.
-selector_eligible := eligible_clusters & indexed_named_clusters if {
+# name. From the index: every eligible cluster when every cluster is so
+# labelled (two counts, the usual case), else the intersection; without it one
+# pass over the eligible clusters only, not over all of them.
+selector_eligible := eligible_clusters if {
+	selector_kind
+	cluster_index_ready
+	count(data.kubernetes_index.clusters.named_by[cluster_name_label]) == count(data.kubernetes_index.clusters.names)
+} else := eligible_clusters & indexed_named_clusters if {
 	selector_kind
 	cluster_index_ready
 } else := {name |

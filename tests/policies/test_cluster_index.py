@@ -35,7 +35,7 @@ from tests.policies.differential import EngineSide, Outcome
 from tests.policies.suite import data_ref, modules, opa_engine
 
 SEED = int(os.environ.get("FEDPLACE_DIFF_SEED", "20261127"))
-DATA_SETS, INPUTS_PER_DATA_SET = 16, 20
+DATA_SETS, INPUTS_PER_DATA_SET, NAMED_DATA_SETS = 16, 20, 4
 ADMISSION = ("io", "k8s", "federation", "admission")
 EXPLAIN = ("io", "k8s", "federation", "explain", "packs")
 PLACEMENT = ("io", "k8s", "federation", "placement")
@@ -69,8 +69,34 @@ def data_sets() -> list[tuple[dict[str, Any] | None, list[Any]]]:
         if doc and doc.get("clusters"):
             doc = {**doc, "clusters": {n: karmada_style(rng, c) for n, c in doc["clusters"].items()}}
         names = list((doc or {}).get("clusters", {}))
-        out.append((doc, [cases.admission_input(rng, names) for _ in range(INPUTS_PER_DATA_SET)]))
+        out.append((doc, [cases.admission_input(rng, names) for _ in range(INPUTS_PER_DATA_SET)] + CONSTRAINED))
+    # And the usual federation, every cluster labelled with its name (the selector's
+    # clusters then come from two counts, not an intersection: selector.rego).
+    named = [every_cluster_named(doc) for doc, _ in out if doc and len(doc.get("clusters", {})) >= 3][:NAMED_DATA_SETS]
+    for doc in named:
+        names = list(doc["clusters"])
+        out.append((doc, [cases.admission_input(rng, names) for _ in range(INPUTS_PER_DATA_SET)] + CONSTRAINED))
     return out
+
+
+# Every EU-and-PCI requirement the generated labels can meet exactly, for both ways of placing
+# (random inputs seldom ask for EU jurisdiction and a level some EU cluster has).
+CONSTRAINED = [{"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": "web", "namespace": "shop", "annotations": {
+    "policy.federation.alpha.kubernetes.io/eu-jurisdiction-required": "true",
+    "policy.federation.alpha.kubernetes.io/pci-compliance-level": level}}}
+    for kind in ("ReplicaSet", "Deployment") for level in ("0", "1", "2", "3", "4", "10")]
+
+
+def every_cluster_named(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` with every cluster object labelled ``cases.NAME_LABEL`` = its name."""
+    clusters = {}
+    for name, obj in doc["clusters"].items():
+        if isinstance(obj, dict):
+            metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {"name": name}
+            labels = metadata.get("labels") if isinstance(metadata.get("labels"), dict) else {}
+            obj = {**obj, "metadata": {**metadata, "labels": {**labels, cases.NAME_LABEL: name}}}
+        clusters[name] = obj
+    return {**doc, "clusters": clusters}
 
 
 def with_index(doc: dict[str, Any] | None) -> dict[str, Any]:

@@ -33,6 +33,11 @@ def test_labels_and_regions_group_the_clusters():
         "labels": {"pci-compliance-level": {"2": {"a": True, "b": True}, "0": {"c": True}},
                    "tier": {"gold": {"a": True}}, "id": {"a": {"a": True, "d": True}}},
         "regions": {"europe-west1": {"a": True}, "eu-central-1": {"b": True}, "us-east1": {"c": True}},
+        # labels again, per region; d has no region
+        "region_labels": {"europe-west1": {"pci-compliance-level": {"2": {"a": True}}, "tier": {"gold": {"a": True}},
+                                           "id": {"a": {"a": True}}},
+                          "eu-central-1": {"pci-compliance-level": {"2": {"b": True}}},
+                          "us-east1": {"pci-compliance-level": {"0": {"c": True}}}},
         "named_by": {"id": {"a": True}},  # d's label names another cluster
     }
 
@@ -51,7 +56,7 @@ def test_malformed_labels_are_left_out_but_the_cluster_is_named():
     doc = cluster_index({"a": cluster({"ok": "v", "n": 3}), "b": {"metadata": {"labels": ["x"]}}, "c": "junk"})
     assert doc["labels"] == {"ok": {"v": {"a": True}}}
     assert doc["names"] == {"a": True, "b": True}  # an entry that is not an object is no cluster
-    assert doc["regions"] == {} and doc["named_by"] == {}
+    assert doc["regions"] == {} and doc["region_labels"] == {} and doc["named_by"] == {}
 
 
 def test_only_cluster_scoped_clusters_types_are_indexed():
