@@ -225,6 +225,23 @@ preferences := object.union(developer_preferences, {"clusters": clusters}) if {
 	clusters := object.filter(developer_preferences.clusters, eligible_clusters)
 } else := {"clusters": {name: {"weight": 1} | some name in eligible_clusters}, "rebalance": true}
 
+# The annotation's value. The policy's own preferences go as the exact text the
+# annotation holds (canonical JSON: keys sorted, no spaces; what the webhook
+# would write for `preferences`), joined from the sorted names: an object would
+# cost OPA's server a serialisation per eligible cluster (about 2 ms of a
+# decision naming 1,250, docs/benchmarks.md). The developer's, restricted to
+# eligible clusters, and names JSON must escape, go as the value itself.
+preferences_annotation := preferences_text if {
+	count(developer_clusters) == 0
+	not regex.match(`["\\\x00-\x1f]`, concat("", eligible_clusters))
+} else := preferences
+
+preferences_text := concat("", [
+	`{"clusters":{"`,
+	concat(`":{"weight":1},"`, sort(eligible_clusters)),
+	`":{"weight":1}},"rebalance":true}`,
+])
+
 requirements_text := sprintf("EU jurisdiction required: %v, PCI compliance level >= %d", [eu_required_bool, required_pci])
 
 eu_required_bool if eu_required

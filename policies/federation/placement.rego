@@ -16,7 +16,8 @@
 # admission.rego hands on to the admission decision, and which remediation
 # evaluates alone) carries
 #   annotations: federation.kubernetes.io/replica-set-preferences naming the
-#                eligible clusters with their weights;
+#                eligible clusters with their weights (the policy's own as the
+#                annotation's text, lib.rego);
 #   errors:      why the object cannot be admitted — no eligible cluster, or the
 #                developer's own preferences name clusters the policy forbids
 #                (the proposal's intersection semantics: the policy says which
@@ -29,7 +30,7 @@ import data.io.k8s.federation.placement
 annotations[placement.preferences_key] := prefs if {
 	placement.constrained
 	count(placement.eligible_clusters) > 0
-	prefs := placement.preferences
+	prefs := placement.preferences_annotation
 }
 
 annotations[placement.source_key] := placement.preferences_source if {

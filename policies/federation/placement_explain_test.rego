@@ -73,9 +73,14 @@ test_the_explanation_agrees_with_the_decision if {
 		policy_eligible := data.io.k8s.federation.placement.eligible_clusters with input as rs(annotations)
 			with data.kubernetes.clusters as clusters
 		eligible == policy_eligible
-		selected == object.keys(decision.annotations[prefs_key].clusters)
+		selected == object.keys(annotation_value(decision.annotations[prefs_key]).clusters)
 	}
 }
+
+# The policy's own preferences come as the annotation's text, the developer's as a value.
+annotation_value(v) := json.unmarshal(v) if is_string(v)
+
+else := v
 
 test_no_eligible_cluster_selects_none if {
 	packs := explain.packs with input as rs({eu_key: "true", pci_key: "4"}) with data.kubernetes.clusters as clusters

@@ -29,21 +29,32 @@ test_eu_and_pci_selects_matching_clusters if {
 	decision := admission with input as rs({eu_key: "true", pci_key: "2"})
 		with data.kubernetes.clusters as clusters
 	count(decision.errors) == 0
-	decision.annotations[prefs_key] == {
-		"clusters": {"gce-europe-west1": {"weight": 1}, "aws-eu-central-1": {"weight": 1}},
-		"rebalance": true,
-	}
+
+	# The annotation's exact text: canonical JSON (keys sorted, no spaces), as the
+	# webhook would write the object.
+	decision.annotations[prefs_key] == `{"clusters":{"aws-eu-central-1":{"weight":1},"gce-europe-west1":{"weight":1}},"rebalance":true}`
+	json.unmarshal(decision.annotations[prefs_key]) == data.io.k8s.federation.placement.preferences with input as rs({eu_key: "true", pci_key: "2"})
+		with data.kubernetes.clusters as clusters
 	decision.annotations[source_key] == "policy"
 }
 
-test_eu_only_includes_every_eu_region if {
+# A name JSON must escape (no Kubernetes name has one) makes the annotation the
+# value itself, which the webhook writes canonically.
+test_names_json_escapes_give_the_preferences_as_a_value if {
+	odd := {`quo"te`: {"metadata": {"labels": {"pci-compliance-level": "2"}}, "status": {"region": "europe-west1"}}, `back\slash`: {"status": {"region": "eu-west-1"}}}
 	prefs := admission.annotations[prefs_key] with input as rs({eu_key: "true"})
+		with data.kubernetes.clusters as odd
+	prefs == {"clusters": {`quo"te`: {"weight": 1}, `back\slash`: {"weight": 1}}, "rebalance": true}
+}
+
+test_eu_only_includes_every_eu_region if {
+	prefs := json.unmarshal(admission.annotations[prefs_key]) with input as rs({eu_key: "true"})
 		with data.kubernetes.clusters as clusters
 	object.keys(prefs.clusters) == {"gce-europe-west1", "aws-eu-central-1", "azure-westeurope", "aws-eu-west-1-nolabel"}
 }
 
 test_pci_only_ignores_region if {
-	prefs := admission.annotations[prefs_key] with input as rs({pci_key: "3"})
+	prefs := json.unmarshal(admission.annotations[prefs_key]) with input as rs({pci_key: "3"})
 		with data.kubernetes.clusters as clusters
 	object.keys(prefs.clusters) == {"aws-eu-central-1", "gce-us-central1"}
 }
@@ -130,11 +141,11 @@ test_leading_zeros_are_whole_numbers if {
 	decision := admission with input as rs({pci_key: "003"})
 		with data.kubernetes.clusters as json.patch(clusters, [{"op": "replace", "path": "/gce-us-central1/metadata/labels/pci-compliance-level", "value": "0003"}])
 	count(decision.errors) == 0
-	object.keys(decision.annotations[prefs_key].clusters) == {"aws-eu-central-1", "gce-us-central1"}
+	object.keys(json.unmarshal(decision.annotations[prefs_key]).clusters) == {"aws-eu-central-1", "gce-us-central1"}
 }
 
 test_unlabelled_cluster_counts_as_level_zero if {
-	prefs := admission.annotations[prefs_key] with input as rs({eu_key: "true", pci_key: "0"})
+	prefs := json.unmarshal(admission.annotations[prefs_key]) with input as rs({eu_key: "true", pci_key: "0"})
 		with data.kubernetes.clusters as clusters
 	prefs.clusters["aws-eu-west-1-nolabel"] == {"weight": 1}
 }
@@ -146,7 +157,7 @@ test_preferences_set_by_the_policy_are_recomputed if {
 	decision := admission with input as rs({pci_key: "3", prefs_key: earlier, source_key: "policy"})
 		with data.kubernetes.clusters as json.patch(clusters, [{"op": "replace", "path": "/gce-us-central1/metadata/labels/pci-compliance-level", "value": "1"}])
 	count(decision.errors) == 0
-	object.keys(decision.annotations[prefs_key].clusters) == {"aws-eu-central-1"}
+	object.keys(json.unmarshal(decision.annotations[prefs_key]).clusters) == {"aws-eu-central-1"}
 	decision.annotations[source_key] == "policy"
 }
 

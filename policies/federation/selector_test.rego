@@ -80,7 +80,7 @@ test_unconstrained_objects_are_untouched if {
 test_replicasets_keep_replica_set_preferences if {
 	d := decide(obj("ReplicaSet", {pci_key: "3"}))
 	not d.annotations[selector_key]
-	object.keys(d.annotations["federation.kubernetes.io/replica-set-preferences"].clusters) == {"aws-eu-central-1", "gce-us-central1", "aws-eu-west-1", "impostor"}
+	object.keys(json.unmarshal(d.annotations["federation.kubernetes.io/replica-set-preferences"]).clusters) == {"aws-eu-central-1", "gce-us-central1", "aws-eu-west-1", "impostor"}
 }
 
 test_unselectable_clusters_are_not_eligible if {

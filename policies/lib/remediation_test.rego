@@ -33,7 +33,7 @@ test_notification_carries_desired_annotations if {
 	n.name == "pci2"
 	n.resource == "replicasets"
 	n.errors == []
-	n.annotations["federation.kubernetes.io/replica-set-preferences"].clusters == {"eu-a": {"weight": 1}}
+	n.annotations["federation.kubernetes.io/replica-set-preferences"] == `{"clusters":{"eu-a":{"weight":1}},"rebalance":true}`
 }
 
 test_unsatisfiable_object_reports_errors if {
@@ -103,5 +103,5 @@ test_another_packs_errors_neither_block_nor_count if {
 	some n in ns
 	n.name == "heavy"
 	n.errors == []
-	n.annotations["federation.kubernetes.io/replica-set-preferences"].clusters == {"eu-a": {"weight": 1}}
+	json.unmarshal(n.annotations["federation.kubernetes.io/replica-set-preferences"]).clusters == {"eu-a": {"weight": 1}}
 }
