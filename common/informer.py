@@ -8,7 +8,15 @@ list-then-watch protocol of the API server:
    deleted while we were not watching disappear). The pages are asked for
    without ``InformerSettings.field_selector`` and filtered here: API servers
    1.22 to 1.24.2 drop matching objects from paged lists with a selector
-   (:mod:`fedplace.common.field_selector`);
+   (:mod:`fedplace.common.field_selector`). With
+   ``InformerSettings.first_list_from_cache`` the informer's very first list
+   is instead one unpaged answer from the API server's watch cache
+   (``resourceVersion=0``, as client-go's reflector asks first), its items
+   parsed one by one as they arrive (:class:`fedplace.common.list_items.ListItems`):
+   on a real kube-apiserver 1.24, 100,000 ReplicaSets in ~4 s instead of ~16 s
+   of 200 pages read from etcd. It may be a moment older than etcd, as the
+   watch that follows it is; every later list (a relist after a 410 or a
+   failure, the first one too if it failed) is paged and consistent;
 2. a watch from the list's resourceVersion with ``allowWatchBookmarks``,
    ``timeoutSeconds`` and the field selector; each ADDED/MODIFIED/DELETED →
    ``handler.on_event``;
@@ -56,6 +64,7 @@ from kubernetes_asyncio import client
 from fedplace.common import jsonsafe
 from fedplace.common.field_selector import FieldSelector
 from fedplace.common.kube_client import KubeApiError, Resource, kube_json, kube_stream
+from fedplace.common.list_items import ListItems
 
 __all__ = ["CompactObjects", "CompactValues", "Informer", "InformerHandler", "InformerSettings", "WatchExpired"]
 
@@ -85,6 +94,7 @@ class InformerSettings:
     field_selector: str | None = None  # on metadata.name / metadata.namespace (common.field_selector)
     transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # applied to every object received
     compact: bool = False  # cache objects as compact JSON (CompactObjects), parsed on every read
+    first_list_from_cache: bool = False  # the first list unpaged from the watch cache (resourceVersion=0)
 
 
 class CompactObjects(MutableMapping[str, dict[str, Any]]):
@@ -167,6 +177,7 @@ class Informer:
         self.stats = InformerStats()
         self.changed = asyncio.Event()  # set on every change; consumers clear it
         self._received = 0  # events (bookmarks included) the current/last watch carried
+        self._from_cache = self.settings.first_list_from_cache  # the next list: from the watch cache
 
     def __repr__(self) -> str:
         where = f" in {self.namespace}" if self.namespace else ""
@@ -212,13 +223,6 @@ class Informer:
         base = min(self.settings.backoff_max, self.settings.backoff_initial * (2 ** max(0, failures - 1)))
         return base / 2 + random.uniform(0, base / 2)
 
-    async def list_all(self) -> tuple[list[dict[str, Any]], str]:
-        """One paginated list of the objects the field selector matches: (items, the list's
-        resourceVersion). Pages are asked for without the selector (see the module docstring)."""
-        items: list[dict[str, Any]] = []
-        rv = await self._list_pages(items.append)
-        return items, rv
-
     async def _list_pages(self, sink: Callable[[dict[str, Any]], None]) -> str:
         """Page through the collection, handing every matching (transformed) object to ``sink``
         as its page arrives; returns the list's resourceVersion.
@@ -230,7 +234,6 @@ class Informer:
         rv = ""
         path = self.resource.collection_path(self.namespace)
         started, pages, count = time.monotonic(), 0, 0
-        transform = self.settings.transform
         fetch = asyncio.ensure_future(self._get_page(path, ""))
         try:
             while True:
@@ -250,18 +253,11 @@ class Informer:
                         fetch = asyncio.ensure_future(self._get_page(path, token))
                 if not rv:
                     rv = str(meta.get("resourceVersion", ""))
-                kind = str(page.get("kind", ""))
-                item_kind = kind[: -len("List")] if kind.endswith("List") else kind
+                item_kind = _item_kind(page)
                 items = page.get("items") or []
                 del page  # each untransformed item goes once handed over
                 for item in items:
-                    if not self.fields.matches(item):
-                        continue
-                    # List items omit kind/apiVersion; restore them so objects look as watched.
-                    item.setdefault("kind", item_kind)
-                    item.setdefault("apiVersion", self.resource.api_version)
-                    sink(transform(item) if transform is not None else item)
-                    count += 1
+                    count += self._hand_over(item, item_kind, sink)
                 del items
                 if not token:
                     log.info("listed", extra={"resource": str(self.resource), "objects": count, "pages": pages,
@@ -272,6 +268,43 @@ class Informer:
                 fetch.cancel()
             elif not fetch.cancelled():
                 fetch.exception()  # retrieved: a failed prefetch nobody awaits is not "never retrieved"
+
+    def _hand_over(self, item: dict[str, Any], item_kind: str, sink: Callable[[dict[str, Any]], None]) -> int:
+        """Give ``sink`` one listed item (transformed) when the field selector matches it: 1, else 0.
+        List items omit kind/apiVersion; they are restored so objects look as watched."""
+        if not self.fields.matches(item):
+            return 0
+        item.setdefault("kind", item_kind)
+        item.setdefault("apiVersion", self.resource.api_version)
+        transform = self.settings.transform
+        sink(transform(item) if transform is not None else item)
+        return 1
+
+    async def _list_from_watch_cache(self, sink: Callable[[dict[str, Any]], None]) -> str:
+        """The collection as one unpaged answer from the API server's watch cache
+        (``resourceVersion=0``), each matching (transformed) item handed to ``sink`` as soon as
+        its bytes are in; returns the answer's resourceVersion."""
+        path = self.resource.collection_path(self.namespace)
+        started, count = time.monotonic(), 0
+        reader = ListItems()
+        resp = await kube_stream(self.api, "GET", path, query=[("resourceVersion", "0")])
+        try:
+            async for chunk in resp.content.iter_chunked(1 << 16):
+                items = _read_items(reader, chunk)
+                if items:
+                    item_kind = _item_kind(reader.head or {})
+                    for item in items:
+                        count += self._hand_over(item, item_kind, sink)
+            _read_items(reader, None)
+        finally:
+            resp.release()
+        meta = (reader.head or {}).get("metadata")
+        rv = str(meta.get("resourceVersion") or "") if isinstance(meta, dict) else ""
+        if not rv:
+            raise KubeApiError(200, "MalformedResponse", "a list answer from the watch cache has no resourceVersion")
+        log.info("listed", extra={"resource": str(self.resource), "objects": count, "pages": 1, "from": "watch cache",
+                                  "seconds": round(time.monotonic() - started, 3)})
+        return rv
 
     async def _get_page(self, path: str, token: str) -> bytes:
         """One page of the list, unparsed."""
@@ -286,18 +319,22 @@ class Informer:
 
     async def _list(self) -> None:
         items: list[dict[str, Any]] | CompactValues
-        if self.settings.compact:  # cached page by page: the whole list never exists as dicts
+        from_cache, self._from_cache = self._from_cache, False  # tried once: later lists are paged
+        list_into = self._list_from_watch_cache if from_cache else self._list_pages
+        if self.settings.compact:  # cached as it arrives: the whole list never exists as dicts
             cache = CompactObjects()
             key = self.resource.key
 
             def store(obj: dict[str, Any]) -> None:
                 cache[key(obj)] = obj
 
-            rv = await self._list_pages(store)
+            rv = await list_into(store)
             self.objects = cache
             items = cache.values()
         else:
-            items, rv = await self.list_all()
+            listed: list[dict[str, Any]] = []
+            rv = await list_into(listed.append)
+            items = listed
             self.objects = {self.resource.key(o): o for o in items}
         self.resource_version = rv
         self.stats.relists += 1
@@ -365,6 +402,24 @@ class Informer:
 
 
 _HEAD_DECODER = json.JSONDecoder()
+
+
+def _read_items(reader: ListItems, chunk: bytes | None) -> list[dict[str, Any]]:
+    """The items ``chunk`` completes (None: the answer ended); a malformed or cut answer raises
+    KubeApiError."""
+    try:
+        if chunk is None:
+            reader.close()
+            return []
+        return reader.feed(chunk)
+    except ValueError as exc:
+        raise KubeApiError(200, "MalformedResponse", f"a list answer from the watch cache: {exc}") from exc
+
+
+def _item_kind(answer: dict[str, Any]) -> str:
+    """The kind of a list answer's items: its ``kind`` without ``List``."""
+    kind = str(answer.get("kind", ""))
+    return kind[: -len("List")] if kind.endswith("List") else kind
 
 
 def _list_head(raw: bytes) -> str:

@@ -257,11 +257,13 @@ class ReplicationHandler:
 
     def informer_settings(self) -> InformerSettings:
         """How this type's informer lists and watches: noise stripped on arrival, ignored
-        namespaces excluded by the API server."""
+        namespaces excluded by the API server, the first list (start-up) from the API server's
+        watch cache in one answer, as client-go's informers do (later ones paged from etcd)."""
         selector = namespace_field_selector(self.ignore) if self.resource.namespaced else None
         # Compact (JSON) cache, written to OPA as it is; not for a type with an index, which is
         # rewritten from the parsed cache after every write.
-        return InformerSettings(field_selector=selector, transform=strip, compact=index_of(self.resource) is None)
+        return InformerSettings(field_selector=selector, transform=strip, compact=index_of(self.resource) is None,
+                                first_list_from_cache=True)
 
     # -- informer handler ------------------------------------------------------
 

@@ -10,17 +10,22 @@ tests/fixtures/proxy.py), never from patching the client.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
+import logging
 import time
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 import pytest
 
+from devstack.federation import CLUSTER_CRD
+from devstack.scratch import install_crd, unique_name
 from fedplace.common.informer import CompactObjects, Informer, InformerSettings
 from fedplace.common.kube_client import Resource, kube_json
 
 CM = Resource("", "v1", "configmaps", True)
 NAMESPACES = Resource("", "v1", "namespaces", False)
+CLUSTERS = Resource("federation.fedplace.io", "v1beta1", "clusters", False)
 
 FAST = InformerSettings(page_size=2, watch_timeout=30, backoff_initial=0.05, backoff_max=0.5)
 
@@ -162,6 +167,73 @@ async def test_a_compact_cache_lists_page_by_page_and_reads_as_objects(kube_api,
     await kube_json(api, "DELETE", CM.object_path("c1", ns))
     await eventually(lambda: len(rec.events) == 2, what="two events")
     assert inf.objects[f"{ns}/c0"]["data"] == {"k": "changed"} and f"{ns}/c1" not in inf.objects
+    assert await in_sync(api, inf, rec, ns)
+
+
+# Data whose text looks like the end of a list item and the start of the next.
+TRICKY = {"k": '}],{"metadata":{"name":"x"}}', "q": '"},{"metadata":'}
+
+
+@pytest.mark.parametrize("compact", [False, True])
+async def test_the_first_list_comes_whole_from_the_watch_cache(kube_api, kube_namespace, run_informer, caplog,
+                                                                compact):
+    """``first_list_from_cache``: the first list is one unpaged answer (resourceVersion=0), its
+    items parsed as they arrive; the cache, the handler's view and the events are the same."""
+    api, ns = kube_api, kube_namespace
+    for i in range(5):
+        await create_cm(api, ns, f"c{i}", TRICKY)
+    caplog.set_level(logging.INFO, logger="fedplace.common.informer")
+    settings = dataclasses.replace(FAST, first_list_from_cache=True, compact=compact)
+    inf, rec = await run_informer(ns, settings=settings)
+    assert rec.syncs == [[f"{ns}/c{i}" for i in range(5)]]  # one answer, though FAST pages by two
+    listed = [r for r in caplog.records if r.getMessage() == "listed"]
+    assert [(getattr(r, "from", None), r.pages) for r in listed] == [("watch cache", 1)]
+    assert all(o["kind"] == "ConfigMap" and o["apiVersion"] == "v1" and o["data"] == TRICKY
+               for o in inf.objects.values())
+    await create_cm(api, ns, "c5")
+    await kube_json(api, "DELETE", CM.object_path("c1", ns))
+    await eventually(lambda: len(rec.events) == 2, what="two events")
+    assert await in_sync(api, inf, rec, ns)
+
+
+async def test_a_custom_resource_list_from_the_watch_cache(kube_api, run_informer, caplog):
+    """A custom resource's list answer has its keys sorted (``metadata`` after ``items``): its
+    resourceVersion is read after the items, and the list needs no second try."""
+    api = kube_api
+    await install_crd(api, CLUSTER_CRD)
+    names = [unique_name("inf-cl") for _ in range(3)]
+    for name in names:
+        await kube_json(api, "POST", CLUSTERS.collection_path(), body={
+            "apiVersion": CLUSTERS.api_version, "kind": "Cluster", "metadata": {"name": name},
+            "status": {"region": '"},{"apiVersion":'}})
+    try:
+        caplog.set_level(logging.INFO, logger="fedplace.common.informer")
+        inf, rec = await run_informer(None, resource=CLUSTERS,
+                                      settings=dataclasses.replace(FAST, first_list_from_cache=True, compact=True))
+        assert {f"/{n}" for n in names} <= set(rec.view) and inf.stats.errors == 0, inf.stats.last_error
+        assert inf.resource_version
+        assert all(inf.objects[n]["kind"] == "Cluster" for n in names)
+        listed = [r for r in caplog.records if r.getMessage() == "listed"]
+        assert [getattr(r, "from", None) for r in listed] == ["watch cache"]
+    finally:
+        for name in names:
+            await kube_json(api, "DELETE", CLUSTERS.object_path(name))
+
+
+async def test_a_broken_answer_from_the_watch_cache_falls_back_to_pages(kube_proxy, kube_proxy_api, kube_api,
+                                                                        kube_namespace, run_informer):
+    """An unpaged answer cut short is an error, never a short cache: the informer backs off
+    and lists again, page by page."""
+    api, ns, kube = kube_api, kube_namespace, kube_proxy
+    for name in ("a", "b", "c"):
+        await create_cm(api, ns, name)
+    cut = '{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[{"metadata":{"name":"a"}}'
+    await kube.set_faults({"fail": {"path": CM.collection_path(ns), "method": "GET", "status": 200, "count": 1,
+                                    "body": cut}})
+    settings = dataclasses.replace(FAST, first_list_from_cache=True)
+    inf, rec = await run_informer(ns, api=kube_proxy_api, settings=settings)
+    assert rec.syncs == [[f"{ns}/a", f"{ns}/b", f"{ns}/c"]]
+    assert inf.stats.errors == 1 and "watch cache" in inf.stats.last_error, inf.stats.last_error
     assert await in_sync(api, inf, rec, ns)
 
 
