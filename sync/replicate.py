@@ -19,7 +19,7 @@ The RBAC binding types and the clusters also get an index beside the collection
 write of the collection, before anything is told of it, and retried on its own
 when it fails.
 
-The informer of a type (:meth:`ReplicationHandler.informer_settings`) strips
+The informer of a type (:func:`informer_settings`) strips
 noise as objects arrive, so its cache holds what OPA gets, and excludes
 ``--replicate-ignore-namespaces`` with a field selector
 (:func:`namespace_field_selector`): the API server leaves them out of the watch;
@@ -51,8 +51,8 @@ from fedplace.common.secrets import LAST_APPLIED, without_secret_content
 from fedplace.sync.signal import ChangeSignal
 from fedplace.sync.indexes import index_of, index_path
 
-__all__ = ["LAST_APPLIED", "MAX_BATCH", "ReplicationHandler", "batch_ops", "collection_json", "layout",
-           "namespace_field_selector", "object_path", "strip"]
+__all__ = ["LAST_APPLIED", "MAX_BATCH", "ReplicationHandler", "batch_ops", "collection_json", "informer_settings",
+           "layout", "namespace_field_selector", "object_path", "strip"]
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +73,17 @@ LAST_SYNC = Gauge("fedplace_sync_last_sync_timestamp_seconds",
                   "Last time (Unix seconds) OPA held everything the informer had seen of this resource: the current "
                   "time while nothing waits to be written", ["resource"])
 EVENT_TYPES = ("ADDED", "MODIFIED", "DELETED")
+
+
+def informer_settings(resource: Resource, ignore: frozenset[str] = frozenset()) -> InformerSettings:
+    """How the informer of a replicated type lists and watches: noise stripped on arrival,
+    ``ignore``d namespaces excluded by the API server, the first list (start-up) from the API
+    server's watch cache in one answer, as client-go's informers do (later ones paged from etcd)."""
+    selector = namespace_field_selector(ignore) if resource.namespaced else None
+    # Compact (JSON) cache, written to OPA as it is; not for a type with an index, which is
+    # rewritten from the parsed cache after every write.
+    return InformerSettings(field_selector=selector, transform=strip, compact=index_of(resource) is None,
+                            first_list_from_cache=True)
 
 
 def strip(obj: dict[str, Any]) -> dict[str, Any]:
@@ -219,7 +230,7 @@ class ReplicationHandler:
         self.ignore = ignore_namespaces
         self.on_opa_error = on_opa_error
         self.on_written = on_written
-        self.informer = Informer(api, resource, self, settings=self.informer_settings())
+        self.informer = Informer(api, resource, self, settings=informer_settings(resource, ignore_namespaces))
         self.synced = asyncio.Event()
         self._pending: dict[str, _Pending] = {}
         self._full_pending = False  # the whole collection still has to be written
@@ -254,16 +265,6 @@ class ReplicationHandler:
             self._behind_since = None
         elif self._behind_since is None:
             self._behind_since = time.time()
-
-    def informer_settings(self) -> InformerSettings:
-        """How this type's informer lists and watches: noise stripped on arrival, ignored
-        namespaces excluded by the API server, the first list (start-up) from the API server's
-        watch cache in one answer, as client-go's informers do (later ones paged from etcd)."""
-        selector = namespace_field_selector(self.ignore) if self.resource.namespaced else None
-        # Compact (JSON) cache, written to OPA as it is; not for a type with an index, which is
-        # rewritten from the parsed cache after every write.
-        return InformerSettings(field_selector=selector, transform=strip, compact=index_of(self.resource) is None,
-                                first_list_from_cache=True)
 
     # -- informer handler ------------------------------------------------------
 
