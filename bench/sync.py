@@ -26,7 +26,11 @@ default ``$REAL_OPA_BIN``) so that OPA's memory is that of the sync's data:
 process start → /readyz, a count of what OPA holds, the sync's VmHWM and OPA's
 RSS (sampled every 50 ms), then 500 annotation PATCHes/s for 20 s (concurrent,
 distinct objects), one in ``--sample`` timed from the API server's answer to
-OPA serving the value (polled every 2 ms):
+OPA serving the value (polled every 2 ms). At full size, before the start-ups,
+the sync's informer (its own settings: compact cache, noise stripped) lists
+the ReplicaSets both ways, alternately, ``--runs`` + 1 times each: its first
+list from the watch cache in one answer, and the paged list from etcd (the
+library's way, and every relist's):
 
     .venv/bin/python bench/sync.py --target --opa-url "$FEDPLACE_TEST_OPA_URL" \
         --kubeconfig "$FEDPLACE_TEST_KUBECONFIG" --opa-bin "$REAL_OPA_BIN"
@@ -36,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import signal
@@ -53,7 +58,9 @@ from kubernetes_asyncio import client
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import Opa, add_server_flags, listener_pid, pct, post_all, proc_mb, servers  # noqa: E402
-from fedplace.common.kube_client import kube_json  # noqa: E402
+from fedplace.common.informer import Informer  # noqa: E402
+from fedplace.common.kube_client import Resource, kube_json  # noqa: E402
+from fedplace.sync.replicate import informer_settings  # noqa: E402
 from devstack.federation import CLUSTER_CRD, CLUSTERS_PATH  # noqa: E402
 from devstack.launch import ServerProcess, free_port, wait_http  # noqa: E402
 from fedplace.sync import replicated_root  # noqa: E402
@@ -61,6 +68,7 @@ from fedplace.sync.sentinel import SENTINEL_PATH  # noqa: E402
 
 NAMESPACES = 20
 RS_PATH = "/apis/apps/v1/replicasets"
+RS = Resource("apps", "v1", "replicasets", True)
 BASELINE_ROOT = "bench_baseline"  # the baseline's document on an external OPA
 
 
@@ -423,6 +431,23 @@ async def target_startup(args: argparse.Namespace, kube_api: client.ApiClient, k
     return res
 
 
+async def informer_list_seconds(kube_api: client.ApiClient, from_cache: bool) -> float:
+    """Seconds the sync's ReplicaSet informer takes to its first sync (the list alone: no handler),
+    its first list from the watch cache or paged."""
+    settings = dataclasses.replace(informer_settings(RS), first_list_from_cache=from_cache)
+    informer = Informer(kube_api, RS, None, settings=settings)
+    t = time.perf_counter()
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(informer.synced.wait(), 600)
+        seconds = time.perf_counter() - t
+        assert informer.stats.errors == 0, informer.stats.last_error
+        return seconds
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
 async def run_target(args: argparse.Namespace) -> None:
     n_rs, n_cl = args.replicasets, args.clusters
     b_rs, b_cl = max(1, int(n_rs * args.baseline_fraction)), max(1, int(n_cl * args.baseline_fraction))
@@ -444,16 +469,22 @@ async def run_target(args: argparse.Namespace) -> None:
         t_create2 = await create_range(kube.api, namespaces, b_rs, n_rs, b_cl, n_cl)
         print(f"created {n_rs - b_rs:,} more ReplicaSets + {n_cl - b_cl:,} clusters in {t_create2:.1f} s "
               f"({(n_rs - b_rs + n_cl - b_cl) / t_create2:.0f}/s)", file=sys.stderr, flush=True)
+        lists: dict[bool, list[float]] = {True: [], False: []}
+        for _ in range(args.runs + 1):
+            for from_cache in (True, False):
+                lists[from_cache].append(await informer_list_seconds(kube.api, from_cache))
+        print(f"  informer's first list: watch cache {lists[True]} s, paged {lists[False]} s", file=sys.stderr,
+              flush=True)
         for run_no in range(args.runs):
             results.append(await target_startup(args, kube.api, kube.kubeconfig, opa, tmp, n_rs, n_cl, namespaces,
                                                 f"target{run_no + 1}", run_no == args.runs - 1))
         # Reported before the clean-up, which deletes 100,000 objects one by one on a real API server.
-        target_report(args, srv.describe(), results, sample_size, t_create, t_create2)
+        target_report(args, srv.describe(), results, sample_size, t_create, t_create2, lists)
         print("cleaning up (deleting the objects)…", file=sys.stderr, flush=True)
 
 
 def target_report(args: argparse.Namespace, described: str, results: list[dict], sample_size: int, t_create: float,
-                  t_create2: float) -> None:
+                  t_create2: float, lists: dict[bool, list[float]]) -> None:
     n_rs, n_cl = args.replicasets, args.clusters
     base, full = results[0], results[-1]
     b_rs, b_cl = base["n_rs"], base["n_cl"]
@@ -499,6 +530,11 @@ def target_report(args: argparse.Namespace, described: str, results: list[dict],
     for q in (0.5, 0.99):
         print(f"| sync's lag histogram (event received → OPA write done), p{q * 100:g} | "
               f"≤ {hist_quantile(base['hist'], q) * 1000:g} ms | ≤ {hist_quantile(full['hist'], q) * 1000:g} ms | | |")
+    cache, paged = statistics.median(lists[True]), statistics.median(lists[False])
+    print(f"\nThe sync's informer listing the {n_rs:,} ReplicaSets (to its first sync, no handler), alternately, "
+          f"median of {len(lists[True])}: first list from the watch cache {cache:.2f} s "
+          f"({', '.join(f'{x:.2f}' for x in lists[True])}); paged from etcd, the library's way {paged:.2f} s "
+          f"({', '.join(f'{x:.2f}' for x in lists[False])}); ratio {cache / paged:.2f}x")
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--replicasets", type=int, default=None, help="default 10,000 (100,000 with --target)")
