@@ -87,6 +87,21 @@ async def _delete_crd(kube_api: client.ApiClient, name: str) -> None:
         await asyncio.sleep(0.1)
 
 
+async def _group_in_discovery(kube_api: client.ApiClient, group: str, versions: set[str]) -> client.V1APIGroup | None:
+    """The group's entry in the /apis list once it lists exactly ``versions`` (``set()``: once it is gone).
+
+    A real server registers and removes each version of a CRD in the group list
+    asynchronously, after the CRD is Established or deleted; fails the test if
+    the list never settles within 10 seconds."""
+    for _ in range(100):
+        groups = {g.name: g for g in (await client.ApisApi(kube_api).get_api_versions()).groups}
+        entry = groups.get(group)
+        if {v.version for v in (entry.versions if entry else [])} == versions:
+            return entry
+        await asyncio.sleep(0.1)
+    pytest.fail(f"the /apis list never showed {group} with versions {sorted(versions)}")
+
+
 def _group() -> str:
     return f"t{uuid.uuid4().hex[:8]}.fedplace.io"
 
@@ -102,9 +117,8 @@ async def test_crd_lifecycle_namespaced(kube: KubeServer, kube_api: client.ApiCl
         res = {r["name"]: r for r in doc["resources"]}["clusters"]
         assert res["kind"] == "Cluster" and res["namespaced"] is True
         assert res["singularName"] in singular_names(kube, "cluster")
-        groups = {g.name: g for g in (await client.ApisApi(kube_api).get_api_versions()).groups}
-        assert groups[group].preferred_version.version == "v1"
-        assert {v.version for v in groups[group].versions} == {"v1", "v1beta1"}
+        entry = await _group_in_discovery(kube_api, group, {"v1", "v1beta1"})
+        assert entry.preferred_version.version == "v1"
 
         created = await co.create_namespaced_custom_object(group, "v1", kube_namespace, "clusters", {
             "apiVersion": f"{group}/v1", "kind": "Cluster", "metadata": {"name": "c1", "labels": {"r": "eu"}},
@@ -135,8 +149,7 @@ async def test_crd_lifecycle_namespaced(kube: KubeServer, kube_api: client.ApiCl
             break
         await asyncio.sleep(0.1)
     assert status == 404
-    groups = {g.name for g in (await client.ApisApi(kube_api).get_api_versions()).groups}
-    assert group not in groups
+    assert await _group_in_discovery(kube_api, group, set()) is None
 
 
 async def test_crd_cluster_scoped_and_objects_removed_with_it(kube_api: client.ApiClient) -> None:
