@@ -33,6 +33,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 PUBLIC_PATHS = ("/version", "/version/", "/healthz", "/livez", "/readyz")
 API_KEY: web.AppKey["Api"] = web.AppKey("api", Api)
 MAX_REQUEST_BODY = 3 * 1024 * 1024  # kube-apiserver's MaxRequestBodyBytes
+GZIP_THRESHOLD = 128 * 1024  # kube-apiserver gzips larger answers for a client accepting gzip
 
 
 def _page_not_found() -> web.Response:
@@ -109,9 +110,22 @@ class Server:
                 raise ApiError(401, "Unauthorized", "Unauthorized")
         return await handler(request)
 
+    @staticmethod
+    @web.middleware
+    async def compression(request: web.Request, handler: Handler) -> web.StreamResponse:
+        """As kube-apiserver (APIResponseCompression, on by default): an answer of more than
+        128 KiB goes gzip-compressed to a client that accepts gzip; watch streams never do."""
+        resp = await handler(request)
+        accepted = {part.split(";")[0].strip().lower() for part in request.headers.get("Accept-Encoding", "").split(",")}
+        if (isinstance(resp, web.Response) and "gzip" in accepted and isinstance(resp.body, bytes)
+                and len(resp.body) > GZIP_THRESHOLD):
+            resp.enable_compression(web.ContentCoding.gzip)
+            resp.headers["Vary"] = "Accept-Encoding"
+        return resp
+
     # ---- app -------------------------------------------------------------------
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[self.errors, self.auth, self.faults.middleware],
+        app = web.Application(middlewares=[self.errors, self.auth, self.faults.middleware, self.compression],
                               client_max_size=MAX_REQUEST_BODY)
         app[API_KEY] = self.api
         self.faults.add_routes(app)
