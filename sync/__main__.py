@@ -11,6 +11,7 @@ from fedplace.common import kube_slim
 kube_slim.install()  # before anything imports kubernetes_asyncio
 
 import asyncio  # noqa: E402
+import gc  # noqa: E402
 
 from fedplace.common.logs import configure_logging  # noqa: E402
 from fedplace.common.shutdown import stop_on_signals  # noqa: E402
@@ -24,9 +25,16 @@ async def _main(config: SyncConfig) -> int:
     return 0
 
 
+def tune_gc(config: SyncConfig) -> None:
+    """Collect the youngest garbage generation every ``config.gc_threshold`` allocations
+    (``--gc-threshold``); the older generations keep Python's thresholds."""
+    gc.set_threshold(config.gc_threshold)
+
+
 def main(argv: list[str] | None = None) -> int:
     config = parse_args(argv)  # exits 2 on a bad flag
     configure_logging("opa-kube-sync", config.log_level)
+    tune_gc(config)
     return asyncio.run(_main(config))
 
 

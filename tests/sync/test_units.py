@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import subprocess
 import sys
@@ -257,3 +258,29 @@ def test_reserved_package_error_only_for_system():
 def test_allow_system_packages_flag():
     assert parse_args(["--opa-url", "http://o/v1"]).allow_system_packages is False
     assert parse_args(["--opa-url", "http://o/v1", "--allow-system-packages"]).allow_system_packages is True
+
+
+def test_kube_compression_flag():
+    assert parse_args(["--opa-url", "http://o/v1"]).kube_compression is False
+    assert parse_args(["--opa-url", "http://o/v1", "--kube-compression"]).kube_compression is True
+    assert parse_args(["--opa-url", "http://o/v1", "--kube-compression=false"]).kube_compression is False
+
+
+def test_gc_threshold_flag_sets_the_youngest_generation_only():
+    from fedplace.sync.__main__ import tune_gc
+
+    before = gc.get_threshold()
+    try:
+        tune_gc(parse_args(["--opa-url", "http://o/v1"]))
+        assert gc.get_threshold() == (50_000, *before[1:])
+        tune_gc(parse_args(["--opa-url", "http://o/v1", "--gc-threshold", "700"]))
+        assert gc.get_threshold() == (700, *before[1:])
+    finally:
+        gc.set_threshold(*before)
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "many"])
+def test_gc_threshold_must_be_a_positive_whole_number(value, capsys):
+    with pytest.raises(SystemExit) as exc:
+        parse_args(["--opa-url", "http://o/v1", "--gc-threshold", value])
+    assert exc.value.code == 2 and "--gc-threshold" in capsys.readouterr().err
