@@ -38,24 +38,14 @@ __all__ = ["ClientConfig", "KubeApiError", "KubeConfigError", "Resource", "kube_
 SERVICE_NAMESPACE_FILENAME = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
-async def new_api_client(kubeconfig: str | None = None, context: str | None = None, *,
-                         compression: bool = False) -> client.ApiClient:
-    """ApiClient from ``kubeconfig``, else ``$KUBECONFIG``, else in-cluster config.
-
-    Its answers come uncompressed unless ``compression``: the API server gzips an answer
-    over 128 KiB (a large list) for a client that accepts it, which aiohttp does unasked.
-    Beside the API server that costs both sides more CPU than the bytes save (see
-    docs/sync.md, "Compression")."""
+async def new_api_client(kubeconfig: str | None = None, context: str | None = None) -> client.ApiClient:
+    """ApiClient from ``kubeconfig``, else ``$KUBECONFIG``, else in-cluster config."""
     path = kubeconfig or os.environ.get("KUBECONFIG")
     if path:
-        api = await config.new_client_from_config(config_file=path, context=context)
-    else:
-        cfg = client.Configuration()
-        config.load_incluster_config(client_configuration=cfg)
-        api = client.ApiClient(configuration=cfg)
-    if not compression:
-        api.set_default_header("Accept-Encoding", "identity")
-    return api
+        return await config.new_client_from_config(config_file=path, context=context)
+    cfg = client.Configuration()
+    config.load_incluster_config(client_configuration=cfg)
+    return client.ApiClient(configuration=cfg)
 
 
 class KubeConfigError(ValueError):

@@ -114,7 +114,7 @@ class SyncApp:
 
     async def start(self) -> None:
         s = self.settings
-        self.api = self._api or await new_api_client(s.kubeconfig, compression=s.kube_compression)
+        self.api = self._api or await new_api_client(s.kubeconfig)
         self.events = EventRecorder(self.api, "opa-kube-sync")
         self._spawn(self.events.run(), "events")
         if s.remediator.enabled:

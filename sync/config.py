@@ -31,7 +31,6 @@ class SyncConfig:
 
     opa: OpaSettings
     kubeconfig: str | None = None
-    kube_compression: bool = False
     resources: list[Resource] = field(default_factory=list)
     replicate_path: str = "kubernetes"
     ignore_namespaces: frozenset[str] = frozenset()
@@ -106,10 +105,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--opa-ca-file", help="CA bundle verifying OPA's certificate")
     p.add_argument("--opa-timeout", type=_positive, default=10.0, help="per-request timeout towards OPA (s)")
     p.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, else in-cluster)")
-    p.add_argument("--kube-compression", type=_bool, nargs="?", const=True, default=False, metavar="BOOL",
-                   help="ask the API server for gzip-compressed answers (it compresses those over 128 KiB: large "
-                        "lists). Off by default: beside the API server, compression costs both sides more CPU than "
-                        "the bytes save; turn it on across a slow link")
     p.add_argument("--replicate", action="append", default=[], metavar="[GROUP/]VERSION/RESOURCE",
                    help="replicate a namespaced resource (repeatable)")
     p.add_argument("--replicate-cluster", action="append", default=[], metavar="[GROUP/]VERSION/RESOURCE",
@@ -192,7 +187,6 @@ def parse_args(argv: list[str] | None = None) -> SyncConfig:
         opa=OpaSettings(url=args.opa_url, token_file=args.opa_token_file, ca_file=args.opa_ca_file,
                         timeout=args.opa_timeout),
         kubeconfig=args.kubeconfig,
-        kube_compression=args.kube_compression,
         resources=resources,
         replicate_path=args.replicate_path.strip("/"),
         ignore_namespaces=frozenset(n.strip() for n in args.replicate_ignore_namespaces.split(",") if n.strip()),

@@ -260,12 +260,6 @@ def test_allow_system_packages_flag():
     assert parse_args(["--opa-url", "http://o/v1", "--allow-system-packages"]).allow_system_packages is True
 
 
-def test_kube_compression_flag():
-    assert parse_args(["--opa-url", "http://o/v1"]).kube_compression is False
-    assert parse_args(["--opa-url", "http://o/v1", "--kube-compression"]).kube_compression is True
-    assert parse_args(["--opa-url", "http://o/v1", "--kube-compression=false"]).kube_compression is False
-
-
 def test_gc_threshold_flag_sets_the_youngest_generation_only():
     from fedplace.sync.__main__ import tune_gc
 
