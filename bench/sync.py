@@ -26,11 +26,18 @@ default ``$REAL_OPA_BIN``) so that OPA's memory is that of the sync's data:
 process start → /readyz, a count of what OPA holds, the sync's VmHWM and OPA's
 RSS (sampled every 50 ms), then 500 annotation PATCHes/s for 20 s (concurrent,
 distinct objects), one in ``--sample`` timed from the API server's answer to
-OPA serving the value (polled every 2 ms). At full size, before the start-ups,
-the sync's informer (its own settings: compact cache, noise stripped) lists
-the ReplicaSets both ways, alternately, ``--runs`` + 1 times each: its first
-list from the watch cache in one answer, and the paged list from etcd (the
-library's way, and every relist's):
+OPA serving the value (polled every 2 ms) and to its arrival at a bare watcher
+process (``bench/watcher.py``: what any watcher on the machine gets, the
+floor under the sync's figure). At full size, before the start-ups, the
+sync's informer (its own settings: compact cache, noise stripped) lists the
+ReplicaSets each way of ``LIST_WAYS`` in turn, ``--runs`` + 1 times each: its
+first list from the watch cache in one answer (gzip-compressed, as aiohttp
+asks), the paged list from etcd (the library's way, and every relist's), and
+the watch cache's answer uncompressed. Each full-size start-up comes with one
+start-up per setting in which the sync departs from a library's default
+(``LIBRARY_WAYS``: Python's garbage-collection threshold, one PUT of the
+whole collection into a fresh OPA), with that default
+given back by a flag, each taking its turn first: a same-run A/B of each:
 
     .venv/bin/python bench/sync.py --target --opa-url "$FEDPLACE_TEST_OPA_URL" \
         --kubeconfig "$FEDPLACE_TEST_KUBECONFIG" --opa-bin "$REAL_OPA_BIN"
@@ -59,7 +66,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import Opa, add_server_flags, listener_pid, pct, post_all, proc_mb, servers  # noqa: E402
 from fedplace.common.informer import Informer  # noqa: E402
-from fedplace.common.kube_client import Resource, kube_json  # noqa: E402
+from fedplace.common.kube_client import Resource, kube_json, new_api_client  # noqa: E402
 from fedplace.sync.replicate import informer_settings  # noqa: E402
 from devstack.federation import CLUSTER_CRD, CLUSTERS_PATH  # noqa: E402
 from devstack.launch import ServerProcess, free_port, wait_http  # noqa: E402
@@ -320,20 +327,43 @@ async def create_range(kube_api: client.ApiClient, namespaces: list[str], lo: in
     return time.perf_counter() - t
 
 
-async def drive_updates(s: aiohttp.ClientSession, api: client.ApiClient, opa_url: str, namespaces: list[str],
-                        n_rs: int, rate: float, seconds: float, sample: int) -> dict:
+def read_arrivals(path: Path) -> dict[tuple[str, str], float]:
+    """What bench/watcher.py wrote so far: (name, annotation value) → CLOCK_MONOTONIC seconds."""
+    arrivals: dict[tuple[str, str], float] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            parts = line.split()
+            if len(parts) == 3:
+                arrivals.setdefault((parts[0], parts[1]), float(parts[2]))
+    return arrivals
+
+
+async def drive_updates(s: aiohttp.ClientSession, api: client.ApiClient, kubeconfig: Path, tmp: Path, opa_url: str,
+                        namespaces: list[str], n_rs: int, rate: float, seconds: float, sample: int) -> dict:
     """PATCH the ``GEN`` annotation of distinct ReplicaSets at ``rate``/s (concurrently, at most 128 in
     flight); for one update in ``sample``, time from the API server's answer until OPA serves the value
-    (polled every 2 ms)."""
+    (polled every 2 ms), and until a bare watcher, a process of its own (bench/watcher.py), received it:
+    the floor any watcher on the machine, the sync too, is subject to (``watch_lags``; ``watch_unseen``:
+    not received within 10 s of the last update)."""
     total = int(rate * seconds)
     n_ns = len(namespaces)
     inflight = asyncio.Semaphore(128)
     lags: list[float] = []
     out = {"acked": 0, "errors": 0, "unseen": 0, "behind": 0.0}
+    run = os.urandom(3).hex()
+    sampled: list[tuple[str, str, float]] = []  # (name, gen, acked): CLOCK_MONOTONIC seconds
+    head = await kube_json(api, "GET", RS_PATH, query=[("limit", 1)])
+    arrivals_file = tmp / f"arrivals-{time.monotonic_ns()}"
+    watcher = subprocess.Popen([sys.executable, str(Path(__file__).with_name("watcher.py")), str(kubeconfig), RS_PATH,
+                                head["metadata"]["resourceVersion"], GEN, str(arrivals_file)])
+    deadline = time.perf_counter() + 30
+    while not (arrivals_file.exists() and arrivals_file.read_text().startswith("watching")):
+        assert watcher.poll() is None and time.perf_counter() < deadline, "bench/watcher.py did not start watching"
+        await asyncio.sleep(0.05)
 
     async def one(k: int) -> None:
         i = (k * 7919) % n_rs
-        gen = str(k + 1)
+        gen = f"{run}.{k + 1}"  # never a value the object already holds: a no-op PATCH would not be watched
         ns = namespaces[i % n_ns]
         async with inflight:
             try:
@@ -348,6 +378,7 @@ async def drive_updates(s: aiohttp.ClientSession, api: client.ApiClient, opa_url
         out["last_ack"] = acked
         if k % sample:
             return
+        sampled.append((f"rs{i}", gen, time.clock_gettime(time.CLOCK_MONOTONIC) - (time.perf_counter() - acked)))
         url = f"{opa_url}/v1/data/kubernetes/replicasets/{ns}/rs{i}/metadata/annotations/{GEN}"
         while time.perf_counter() < acked + 10:
             async with s.get(url) as r:
@@ -366,7 +397,17 @@ async def drive_updates(s: aiohttp.ClientSession, api: client.ApiClient, opa_url
         out["behind"] = max(out["behind"], behind)
         tasks.append(asyncio.create_task(one(k)))
     await asyncio.gather(*tasks)
+    deadline = time.perf_counter() + 10
+    while True:
+        arrivals = read_arrivals(arrivals_file)
+        if all((name, gen) in arrivals for name, gen, _ in sampled) or time.perf_counter() > deadline:
+            break
+        await asyncio.sleep(0.1)
+    stop_process(watcher)
     out["lags"] = lags
+    out["watch_lags"] = [(arrivals[(name, gen)] - acked) * 1000 for name, gen, acked in sampled
+                         if (name, gen) in arrivals]
+    out["watch_unseen"] = len(sampled) - len(out["watch_lags"])
     out["throughput"] = out["acked"] / max(out.get("last_ack", start) - start, 1e-9)
     out["total"] = total
     return out
@@ -374,9 +415,9 @@ async def drive_updates(s: aiohttp.ClientSession, api: client.ApiClient, opa_url
 
 async def target_startup(args: argparse.Namespace, kube_api: client.ApiClient, kubeconfig: Path, ext_opa: Opa,
                          tmp: Path, n_rs: int, n_cl: int, namespaces: list[str], label: str,
-                         updates: bool) -> dict:
-    """Start OPA (fresh, or clear the external one) and the sync; measure start-up, memory and, with
-    ``updates``, update → visible latency."""
+                         updates: bool, flags: tuple[str, ...] = ()) -> dict:
+    """Start OPA (fresh, or clear the external one) and the sync (with ``flags`` added); measure
+    start-up, memory and, with ``updates``, update → visible latency."""
     opa_proc = None
     if args.opa_bin:
         opa_url, opa_proc = start_opa(args.opa_bin, tmp, f"opa-{label}")
@@ -392,7 +433,7 @@ async def target_startup(args: argparse.Namespace, kube_api: client.ApiClient, k
         "-m", "fedplace.sync", "--opa-url", opa_url + "/v1", *token, "--kubeconfig", str(kubeconfig),
         "--listen", "127.0.0.1:{port}", "--replicate", "apps/v1/replicasets",
         "--replicate-cluster", "federation.fedplace.io/v1beta1/clusters", "--enable-policies=false",
-        "--log-level", "warning"], "/healthz", tmp)
+        "--log-level", "warning", *flags], "/healthz", tmp)
     try:
         async with aiohttp.ClientSession(headers=headers) as s:
             if not args.opa_bin:  # the external OPA: what an earlier start-up left goes first
@@ -414,8 +455,8 @@ async def target_startup(args: argparse.Namespace, kube_api: client.ApiClient, k
                 res["opa_rss_ready"] = proc_mb(opa_pid) if opa_pid else float("nan")
                 if updates:
                     hist_before = await lag_histogram(s, sync.url)
-                    res["updates"] = await drive_updates(s, kube_api, opa_url, namespaces, n_rs, args.rate,
-                                                         args.seconds, args.sample)
+                    res["updates"] = await drive_updates(s, kube_api, kubeconfig, tmp, opa_url, namespaces, n_rs,
+                                                         args.rate, args.seconds, args.sample)
                     res["hist"] = diff_histogram(await lag_histogram(s, sync.url), hist_before)
                     res["sync_rss_after"] = proc_mb(sync.proc.pid)
                 res["sync_hwm"] = proc_mb(sync.proc.pid, "VmHWM")
@@ -431,10 +472,22 @@ async def target_startup(args: argparse.Namespace, kube_api: client.ApiClient, k
     return res
 
 
-async def informer_list_seconds(kube_api: client.ApiClient, from_cache: bool) -> float:
+# How the sync's informer lists at start-up, and the libraries' ways, measured against each other
+# in the same --target run: name → (first list from the watch cache, gzip-compressed answers).
+LIST_WAYS: dict[str, tuple[bool, bool]] = {
+    "as shipped: one answer from the watch cache, gzip-compressed (aiohttp asks for it)": (True, True),
+    "paged from etcd, the library's way (and every relist's)": (False, True),
+    "one answer from the watch cache, uncompressed (Accept-Encoding: identity)": (True, False),
+}
+
+
+async def informer_list_seconds(kubeconfig: Path, from_cache: bool, compression: bool) -> float:
     """Seconds the sync's ReplicaSet informer takes to its first sync (the list alone: no handler),
-    its first list from the watch cache or paged."""
+    its first list from the watch cache or paged, with answers uncompressed or gzip-compressed."""
     settings = dataclasses.replace(informer_settings(RS), first_list_from_cache=from_cache)
+    kube_api = await new_api_client(str(kubeconfig))
+    if not compression:
+        kube_api.set_default_header("Accept-Encoding", "identity")
     informer = Informer(kube_api, RS, None, settings=settings)
     t = time.perf_counter()
     task = asyncio.create_task(informer.run())
@@ -446,6 +499,7 @@ async def informer_list_seconds(kube_api: client.ApiClient, from_cache: bool) ->
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+        await kube_api.close()
 
 
 async def run_target(args: argparse.Namespace) -> None:
@@ -469,22 +523,38 @@ async def run_target(args: argparse.Namespace) -> None:
         t_create2 = await create_range(kube.api, namespaces, b_rs, n_rs, b_cl, n_cl)
         print(f"created {n_rs - b_rs:,} more ReplicaSets + {n_cl - b_cl:,} clusters in {t_create2:.1f} s "
               f"({(n_rs - b_rs + n_cl - b_cl) / t_create2:.0f}/s)", file=sys.stderr, flush=True)
-        lists: dict[bool, list[float]] = {True: [], False: []}
+        lists: dict[str, list[float]] = {name: [] for name in LIST_WAYS}
         for _ in range(args.runs + 1):
-            for from_cache in (True, False):
-                lists[from_cache].append(await informer_list_seconds(kube.api, from_cache))
-        print(f"  informer's first list: watch cache {lists[True]} s, paged {lists[False]} s", file=sys.stderr,
-              flush=True)
+            for name, (from_cache, compression) in LIST_WAYS.items():
+                lists[name].append(await informer_list_seconds(kube.kubeconfig, from_cache, compression))
+        print(f"  informer's first list: {lists}", file=sys.stderr, flush=True)
+        arms: dict[str, list[float]] = {name: [] for name in LIBRARY_WAYS}
+        order: list[str | None] = [None, *LIBRARY_WAYS]  # None: as shipped
         for run_no in range(args.runs):
-            results.append(await target_startup(args, kube.api, kube.kubeconfig, opa, tmp, n_rs, n_cl, namespaces,
-                                                f"target{run_no + 1}", run_no == args.runs - 1))
+            turn = run_no % len(order)  # each takes its turn first: the first start-up after the lists is slower
+            for name in order[turn:] + order[:turn]:
+                if name is None:
+                    results.append(await target_startup(args, kube.api, kube.kubeconfig, opa, tmp, n_rs, n_cl,
+                                                        namespaces, f"target{run_no + 1}", run_no == args.runs - 1))
+                else:
+                    arm = await target_startup(args, kube.api, kube.kubeconfig, opa, tmp, n_rs, n_cl, namespaces,
+                                               f"{name} {run_no + 1}", False, LIBRARY_WAYS[name])
+                    arms[name].append(arm["ready"])
         # Reported before the clean-up, which deletes 100,000 objects one by one on a real API server.
-        target_report(args, srv.describe(), results, sample_size, t_create, t_create2, lists)
+        target_report(args, srv.describe(), results, sample_size, t_create, t_create2, lists, arms)
         print("cleaning up (deleting the objects)…", file=sys.stderr, flush=True)
 
 
+# The sync's start-up settings that differ from the libraries' defaults, each measured against
+# the default in the same --target run: name → the flags giving the library's way back.
+LIBRARY_WAYS: dict[str, tuple[str, ...]] = {
+    "Python's garbage-collection threshold": ("--gc-threshold", "700"),
+    "one PUT of the whole collection into the fresh OPA": ("--fresh-collection-writers", "0"),
+}
+
+
 def target_report(args: argparse.Namespace, described: str, results: list[dict], sample_size: int, t_create: float,
-                  t_create2: float, lists: dict[bool, list[float]]) -> None:
+                  t_create2: float, lists: dict[str, list[float]], arms: dict[str, list[float]]) -> None:
     n_rs, n_cl = args.replicasets, args.clusters
     base, full = results[0], results[-1]
     b_rs, b_cl = base["n_rs"], base["n_cl"]
@@ -525,16 +595,31 @@ def target_report(args: argparse.Namespace, described: str, results: list[dict],
     row("update → visible in OPA, p99", pct(bu["lags"], 99), p99, "ms", ".1f",
         target=f"≤ {TARGET_P99_MS:g} ms: {'met' if p99 <= TARGET_P99_MS else 'MISSED'}")
     row("update → visible in OPA, max", max(bu["lags"]), max(fu["lags"]), "ms", ".1f")
+    bw, fw = bu["watch_lags"], fu["watch_lags"]
+    print(f"| the same updates → received by a bare watcher process (bench/watcher.py: the floor), p50 / p99 "
+          f"| {statistics.median(bw):.1f} / {pct(bw, 99):.1f} ms | {statistics.median(fw):.1f} / {pct(fw, 99):.1f} ms "
+          f"| | |")
+    print(f"| of those, not received by the watcher within 10 s | {bu['watch_unseen']} | {fu['watch_unseen']} | | |")
     print(f"| timed updates not visible within 10 s / PATCH errors | {bu['unseen']} / {bu['errors']} | "
           f"{fu['unseen']} / {fu['errors']} | | |")
     for q in (0.5, 0.99):
         print(f"| sync's lag histogram (event received → OPA write done), p{q * 100:g} | "
               f"≤ {hist_quantile(base['hist'], q) * 1000:g} ms | ≤ {hist_quantile(full['hist'], q) * 1000:g} ms | | |")
-    cache, paged = statistics.median(lists[True]), statistics.median(lists[False])
-    print(f"\nThe sync's informer listing the {n_rs:,} ReplicaSets (to its first sync, no handler), alternately, "
-          f"median of {len(lists[True])}: first list from the watch cache {cache:.2f} s "
-          f"({', '.join(f'{x:.2f}' for x in lists[True])}); paged from etcd, the library's way {paged:.2f} s "
-          f"({', '.join(f'{x:.2f}' for x in lists[False])}); ratio {cache / paged:.2f}x")
+    ways = list(lists.items())
+    shipped_list = statistics.median(ways[0][1])
+    print(f"\nThe sync's informer listing the {n_rs:,} ReplicaSets (to its first sync, no handler), each way in turn, "
+          f"median of {len(ways[0][1])}:")
+    for name, seconds in ways:
+        print(f"- {name}: {statistics.median(seconds):.2f} s ({', '.join(f'{x:.2f}' for x in seconds)})"
+              + ("" if seconds is ways[0][1] else f"; as shipped / this: {shipped_list / statistics.median(seconds):.2f}x"))
+    shipped = [r["ready"] for r in results[1:]]
+    print(f"\nStart-up (process start → /readyz) as shipped against each library default, in turns, median of "
+          f"{len(shipped)}: as shipped {statistics.median(shipped):.2f} s ({', '.join(f'{x:.2f}' for x in shipped)})")
+    for name, flags in LIBRARY_WAYS.items():
+        arm = arms[name]
+        print(f"- {name} (`{' '.join(flags)}`): {statistics.median(arm):.2f} s "
+              f"({', '.join(f'{x:.2f}' for x in arm)}); as shipped / this: "
+              f"{statistics.median(shipped) / statistics.median(arm):.2f}x")
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--replicasets", type=int, default=None, help="default 10,000 (100,000 with --target)")
