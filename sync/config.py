@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 from dataclasses import dataclass, field
+from typing import Callable
 
 from fedplace.common.kube_client import Resource
 from fedplace.common.opa_client import OpaSettings
@@ -88,24 +89,23 @@ def _positive(value: str) -> float:
     return f
 
 
-def _positive_int(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
-    if n <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {value!r}")
-    return n
+def _whole_number(minimum: int, condition: str) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least ``minimum`` (else "must be ``condition``")."""
+
+    def parse(value: str) -> int:
+        try:
+            n = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
+        if n < minimum:
+            raise argparse.ArgumentTypeError(f"must be {condition}, got {value!r}")
+        return n
+
+    return parse
 
 
-def _non_negative_int(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {value!r}")
-    return n
+_positive_int = _whole_number(1, "positive")
+_non_negative_int = _whole_number(0, "zero or more")
 
 
 def build_parser() -> argparse.ArgumentParser:
