@@ -341,13 +341,6 @@ class OpaClient:
         """PUT a document at ``segments`` (parents are created)."""
         await self.request("PUT", "/v1/data/" + data_path(segments), json_body=value, expect=(200, 204))
 
-    async def create_data(self, segments: Sequence[str], value: Any) -> bool:
-        """PUT a document only where there is none (``If-None-Match: *``): True when it was
-        written, False when OPA already held a document there (304, nothing changed)."""
-        status, _ = await self.request("PUT", "/v1/data/" + data_path(segments), json_body=value,
-                                       headers={"If-None-Match": "*"}, expect=(200, 204, 304))
-        return status != 304
-
     async def put_data_json(self, segments: Sequence[str], chunks: Iterable[bytes]) -> None:
         """PUT the document whose JSON text is the concatenation of ``chunks`` (consumed as
         sent: the body never exists whole in memory)."""

@@ -123,8 +123,7 @@ class SyncApp:
         if s.enable_data:
             for res in s.resources:
                 rep = ReplicationHandler(res, self.api, self.opa, s.replicate_path, self.signal, s.ignore_namespaces,
-                                         on_opa_error=self.detector.poke, on_written=self._on_written,
-                                         fresh_writers=s.fresh_collection_writers)
+                                         on_opa_error=self.detector.poke, on_written=self._on_written)
                 self.replicators[res.plural] = rep
                 self.informers.append(rep.informer)
                 self._spawn(rep.run_flusher(), f"flush-{res.plural}")

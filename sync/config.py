@@ -13,12 +13,10 @@ from __future__ import annotations
 import argparse
 import ipaddress
 from dataclasses import dataclass, field
-from typing import Callable
 
 from fedplace.common.kube_client import Resource
 from fedplace.common.opa_client import OpaSettings
 from fedplace.sync.policy_check import Limits
-from fedplace.sync.replicate import FRESH_WRITERS
 from fedplace.remediator.config import RemediatorSettings, add_arguments as add_remediator_arguments
 from fedplace.remediator.config import settings_from_args as remediator_settings
 
@@ -50,7 +48,6 @@ class SyncConfig:
     placement_page_refresh: float = 10.0
     placement_page_token_file: str | None = None
     gc_threshold: int = 50_000
-    fresh_collection_writers: int = FRESH_WRITERS
 
     @property
     def remediate(self) -> str:
@@ -89,23 +86,14 @@ def _positive(value: str) -> float:
     return f
 
 
-def _whole_number(minimum: int, condition: str) -> Callable[[str], int]:
-    """An argparse type: a whole number of at least ``minimum`` (else "must be ``condition``")."""
-
-    def parse(value: str) -> int:
-        try:
-            n = int(value)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
-        if n < minimum:
-            raise argparse.ArgumentTypeError(f"must be {condition}, got {value!r}")
-        return n
-
-    return parse
-
-
-_positive_int = _whole_number(1, "positive")
-_non_negative_int = _whole_number(0, "zero or more")
+def _positive_int(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {value!r}")
+    return n
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -157,9 +145,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="allocations between two collections of Python's youngest garbage generation (Python's own "
                         "default: 700). Parsing a large list allocates ~100 containers per object, and the "
                         "default collects every few objects: a third of the sync's CPU at start-up")
-    p.add_argument("--fresh-collection-writers", type=_non_negative_int, default=FRESH_WRITERS, metavar="N",
-                   help="namespaces written at once into a collection OPA does not hold yet (a fresh or restarted "
-                        "OPA); 0 writes it as one PUT, as always into a collection OPA holds")
     add_remediator_arguments(p)
     return p
 
@@ -221,5 +206,4 @@ def parse_args(argv: list[str] | None = None) -> SyncConfig:
         placement_page_refresh=args.placement_page_refresh,
         placement_page_token_file=args.placement_page_token_file,
         gc_threshold=args.gc_threshold,
-        fresh_collection_writers=args.fresh_collection_writers,
     )

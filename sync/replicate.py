@@ -5,10 +5,7 @@
 
 :class:`ReplicationHandler` is an informer handler. A (re)list replaces the whole
 collection with ONE PUT, so objects deleted while the watch was down
-disappear and no reader sees an old collection in part. Into a collection OPA
-does not hold (a fresh or restarted OPA; asked with ``If-None-Match: *``),
-there is nothing to replace: a namespaced type's namespaces then go in as
-PUTs of their own, ``fresh_writers`` at a time, which OPA decodes in parallel. Watch events go into a pending map (latest state per object) that
+disappear. Watch events go into a pending map (latest state per object) that
 a flusher drains: one PUT or DELETE when one object is pending, else one JSON
 Patch of the collection carrying up to ``MAX_BATCH`` objects (a burst — the
 echoes of a remediation pass, a bulk creation — costs OPA a few requests, not
@@ -54,13 +51,12 @@ from fedplace.common.secrets import LAST_APPLIED, without_secret_content
 from fedplace.sync.signal import ChangeSignal
 from fedplace.sync.indexes import index_of, index_path
 
-__all__ = ["FRESH_WRITERS", "LAST_APPLIED", "MAX_BATCH", "ReplicationHandler", "batch_ops", "collection_json",
-           "informer_settings", "layout", "namespace_field_selector", "namespace_json", "object_path", "strip"]
+__all__ = ["LAST_APPLIED", "MAX_BATCH", "ReplicationHandler", "batch_ops", "collection_json", "informer_settings",
+           "layout", "namespace_field_selector", "object_path", "strip"]
 
 log = logging.getLogger(__name__)
 
 MAX_BATCH = 256  # objects in one JSON Patch of a collection
-FRESH_WRITERS = 2  # namespaces written at once into a collection OPA does not hold yet
 
 OBJECTS = Gauge("fedplace_sync_objects", "Objects replicated into OPA, per resource", ["resource"])
 EVENTS = Counter("fedplace_sync_events_applied_total", "Watch events written to OPA", ["resource", "type"])
@@ -131,10 +127,11 @@ def layout(resource: Resource, objects: Iterable[dict[str, Any]], ignore: frozen
     return doc
 
 
-def _grouped(resource: Resource, objects: CompactObjects,
-             ignore: frozenset[str]) -> tuple[list[str], dict[str, list[tuple[str, bytes]]]]:
-    """(the keys of the objects written, ``{namespace: [(name, compact JSON)]}``; ``""`` the one
-    group of a cluster-scoped type)."""
+def collection_json(resource: Resource, objects: CompactObjects, ignore: frozenset[str] = frozenset(),
+                    chunk_bytes: int = 1 << 20) -> tuple[list[str], Iterable[bytes]]:
+    """The collection document of ``layout`` as JSON text, made of the compact JSON the cache
+    holds (nothing parsed or encoded again): (the keys it holds, its text in pieces of about
+    ``chunk_bytes``, produced as iterated). Only the pieces being sent exist at a time."""
     keys: list[str] = []
     groups: dict[str, list[tuple[str, bytes]]] = {}
     for key, raw in objects.raw_items():
@@ -148,48 +145,25 @@ def _grouped(resource: Resource, objects: CompactObjects,
             continue
         keys.append(key)
         groups.setdefault(ns, []).append((name, raw))
-    return keys, groups
-
-
-def _members_json(members: list[tuple[str, bytes]], chunk_bytes: int, opening: bytes = b"{",
-                  closing: bytes = b"}") -> Iterable[bytes]:
-    """``opening`` + ``"name":object,…`` + ``closing``, in pieces of about ``chunk_bytes``."""
-    out: list[bytes] = [opening]
-    size = 0
-    for i, (name, raw) in enumerate(members):
-        out += [b"," if i else b"", jsonsafe.dumps(name), b":", raw]
-        size += len(raw)
-        if size >= chunk_bytes:
-            yield b"".join(out)
-            out, size = [], 0
-    out.append(closing)
-    yield b"".join(out)
-
-
-def collection_json(resource: Resource, objects: CompactObjects, ignore: frozenset[str] = frozenset(),
-                    chunk_bytes: int = 1 << 20) -> tuple[list[str], Iterable[bytes]]:
-    """The collection document of ``layout`` as JSON text, made of the compact JSON the cache
-    holds (nothing parsed or encoded again): (the keys it holds, its text in pieces of about
-    ``chunk_bytes``, produced as iterated). Only the pieces being sent exist at a time."""
-    keys, groups = _grouped(resource, objects, ignore)
 
     def pieces() -> Iterable[bytes]:
-        if not resource.namespaced:
-            yield from _members_json(groups.get("", []), chunk_bytes)
-            return
+        out: list[bytes] = [b"{"]
+        size = 0
         for g, (ns, members) in enumerate(groups.items()):
-            yield from _members_json(members, chunk_bytes, (b"," if g else b"{") + jsonsafe.dumps(ns) + b":{", b"}")
-        yield b"}" if groups else b"{}"
+            if resource.namespaced:
+                out += [b"," if g else b"", jsonsafe.dumps(ns), b":{"]
+            for i, (name, raw) in enumerate(members):
+                out += [b"," if i or (g and not resource.namespaced) else b"", jsonsafe.dumps(name), b":", raw]
+                size += len(raw)
+                if size >= chunk_bytes:
+                    yield b"".join(out)
+                    out, size = [], 0
+            if resource.namespaced:
+                out.append(b"}")
+        out.append(b"}")
+        yield b"".join(out)
 
     return keys, pieces()
-
-
-def namespace_json(resource: Resource, objects: CompactObjects, ignore: frozenset[str] = frozenset(),
-                   chunk_bytes: int = 1 << 20) -> tuple[list[str], dict[str, Iterable[bytes]]]:
-    """A namespaced collection as one document per namespace, ``{name: object}``, each as
-    :func:`collection_json` gives the whole: (the keys, ``{namespace: its text in pieces}``)."""
-    keys, groups = _grouped(resource, objects, ignore)
-    return keys, {ns: _members_json(members, chunk_bytes) for ns, members in groups.items()}
 
 
 def namespace_field_selector(ignore: Iterable[str]) -> str | None:
@@ -244,14 +218,11 @@ class ReplicationHandler:
     def __init__(self, resource: Resource, api: client.ApiClient, opa: OpaClient, root: str, signal: ChangeSignal,
                  ignore_namespaces: frozenset[str] = frozenset(),
                  on_opa_error: Callable[[], None] = lambda: None,
-                 on_written: Callable[[str, list[dict[str, Any]] | None], None] = lambda plural, objs: None,
-                 fresh_writers: int = FRESH_WRITERS) -> None:
+                 on_written: Callable[[str, list[dict[str, Any]] | None], None] = lambda plural, objs: None) -> None:
         """The handler and its :attr:`informer` (list/watch of ``resource`` on ``api``, not
         started: run ``informer.run()``). ``on_written(plural, objects)`` is called after each
         batch of writes has reached OPA (with the signal): ``objects`` are the states written
-        (deleted ones included), or None when the whole collection was written.
-        ``fresh_writers``: namespaces written at once into a collection OPA does not hold yet
-        (0: one PUT of the whole collection, as always into one it holds)."""
+        (deleted ones included), or None when the whole collection was written."""
         self.resource = resource
         self.opa = opa
         self.root = root
@@ -259,7 +230,6 @@ class ReplicationHandler:
         self.ignore = ignore_namespaces
         self.on_opa_error = on_opa_error
         self.on_written = on_written
-        self.fresh_writers = fresh_writers
         self.informer = Informer(api, resource, self, settings=informer_settings(resource, ignore_namespaces))
         self.synced = asyncio.Event()
         self._pending: dict[str, _Pending] = {}
@@ -342,15 +312,7 @@ class ReplicationHandler:
         started = time.monotonic()
         doc: dict[str, Any] | None = None
         try:
-            if isinstance(objects, CompactValues) and self.resource.namespaced and self.fresh_writers and \
-                    await self.opa.create_data(self.collection, {}):
-                # OPA held no collection (a fresh or restarted OPA): nothing older to replace
-                # atomically, so the namespaces go in fresh_writers at a time (OPA decodes each
-                # request on a core of its own).
-                keys, documents = namespace_json(self.resource, objects.objects, self.ignore)
-                await self._put_namespaces(documents)
-                present = set(keys)
-            elif isinstance(objects, CompactValues):
+            if isinstance(objects, CompactValues):
                 keys, chunks = collection_json(self.resource, objects.objects, self.ignore)
                 await self.opa.put_data_json(self.collection, chunks)
                 present = set(keys)
@@ -371,22 +333,6 @@ class ReplicationHandler:
             await self._refresh_index(doc)
         self._present = present
         OBJECTS.labels(self._label).set(len(self._present))
-
-    async def _put_namespaces(self, documents: dict[str, Iterable[bytes]]) -> None:
-        """PUT each namespace's document, ``fresh_writers`` at a time; the first failure cancels
-        the rest and is raised."""
-        pending = iter(documents.items())
-
-        async def writer() -> None:
-            for ns, chunks in pending:  # shared: each namespace is taken once
-                await self.opa.put_data_json([*self.collection, ns], chunks)
-
-        try:
-            async with asyncio.TaskGroup() as group:
-                for _ in range(self.fresh_writers):
-                    group.create_task(writer())
-        except BaseExceptionGroup as failed:
-            raise failed.exceptions[0] from None
 
     async def _refresh_index(self, collection: dict[str, Any] | None = None) -> None:
         """Write the index (:mod:`fedplace.sync.indexes`) of the ``collection`` document

@@ -282,37 +282,10 @@ async def test_a_burst_of_changes_is_written_as_json_patches(world, opa, opa_pro
     assert f"PUT /v1/data/kubernetes/replicasets/{fresh}/first" in faults["max_in_flight"]
 
 
-async def test_a_collection_opa_lacks_is_written_namespace_by_namespace(world, opa, opa_proxy, start_sync,
-                                                                        kube_namespaces):
-    """Into a fresh OPA each namespace is a PUT of its own (FRESH_WRITERS at a time); one that
-    fails is retried with the rest, as the whole collection at once."""
-    api = world
-    other = kube_namespaces.reserve("other")
-    await create_ns(api, other)
-    await kube_json(api, "POST", RS.collection_path(other),
-                    body={**rs_body("elsewhere"), "metadata": {"name": "elsewhere", "namespace": other}})
-    await opa_proxy.set_faults({"fail": {"path": f"/v1/data/kubernetes/replicasets/{other}", "method": "PUT",
-                                         "status": 503, "count": 1}})
-    svc = await start_sync(opa=opa_proxy)
-    await assert_in_sync(api, opa, RS)
-    assert svc.is_ready()
-    faults = await opa_proxy.faults()
-    assert [r["count"] for r in faults["rules"]] == [0]  # the namespace's own PUT was tried, and refused
-    assert f"PUT /v1/data/kubernetes/replicasets/{NS}" in faults["max_in_flight"], faults["max_in_flight"]
-
-
-async def test_no_fresh_collection_writers_writes_a_fresh_collection_at_once(world, opa, opa_proxy, start_sync):
-    await opa_proxy.set_faults({"fail": {"path": "/v1/data/kubernetes/replicasets/", "method": "PUT", "status": 503,
-                                         "count": -1}})  # a namespace's own PUT would never land
-    svc = await start_sync("--fresh-collection-writers", "0", opa=opa_proxy)
-    await assert_in_sync(world, opa, RS)
-    assert svc.is_ready()
-
-
 async def test_a_collection_opa_holds_is_replaced_at_once(world, opa, opa_proxy, start_sync):
     """OPA already holds the collection (the sync restarted, OPA did not): one PUT replaces it,
     so what is gone from the API server goes from OPA in the same write, never namespace by
-    namespace (a reader would see a mix of old and new)."""
+    namespace or object by object (a reader would see a mix of old and new)."""
     api = world
     status, _ = await opa.request("PUT", "/v1/data/kubernetes/replicasets", json_body={
         "stale-namespace": {"old": rs_body("old")}, NS: {"ghost": rs_body("ghost"), "rs0": rs_body("outdated")}})

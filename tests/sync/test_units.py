@@ -278,15 +278,3 @@ def test_gc_threshold_must_be_a_positive_whole_number(value, capsys):
     with pytest.raises(SystemExit) as exc:
         parse_args(["--opa-url", "http://o/v1", "--gc-threshold", value])
     assert exc.value.code == 2 and "--gc-threshold" in capsys.readouterr().err
-
-
-def test_fresh_collection_writers_flag():
-    assert parse_args(["--opa-url", "http://o/v1"]).fresh_collection_writers == 2
-    assert parse_args(["--opa-url", "http://o/v1", "--fresh-collection-writers", "0"]).fresh_collection_writers == 0
-
-
-@pytest.mark.parametrize("value", ["-1", "two"])
-def test_fresh_collection_writers_must_be_a_whole_number_not_negative(value, capsys):
-    with pytest.raises(SystemExit) as exc:
-        parse_args(["--opa-url", "http://o/v1", "--fresh-collection-writers", value])
-    assert exc.value.code == 2 and "--fresh-collection-writers" in capsys.readouterr().err
