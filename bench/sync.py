@@ -536,7 +536,7 @@ async def run_target(args: argparse.Namespace) -> None:
         arms: dict[str, list[float]] = {name: [] for name in LIBRARY_WAYS}
         order: list[str | None] = [None, *LIBRARY_WAYS]  # None: as shipped
         for run_no in range(args.runs):
-            turn = run_no % len(order)  # each takes its turn first: the first start-up after the lists is slower
+            turn = run_no % len(order)  # each takes its turn first: no way always follows the same one
             for name in order[turn:] + order[:turn]:
                 if name is None:
                     results.append(await target_startup(args, kube.api, kube.kubeconfig, opa, tmp, n_rs, n_cl,

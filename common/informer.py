@@ -14,7 +14,7 @@ list-then-watch protocol of the API server:
    (``resourceVersion=0``, as client-go's reflector asks first), its items
    parsed one by one as they arrive (:class:`fedplace.common.list_items.ListItems`):
    on a real kube-apiserver 1.24, 100,000 ReplicaSets listed and cached in
-   ~9 s instead of ~15 s as 200 pages read from etcd. It may be a moment older than etcd, as the
+   8.5-9 s instead of ~16 s as 200 pages read from etcd. It may be a moment older than etcd, as the
    watch that follows it is; every later list (a relist after a 410 or a
    failure, the first one too if it failed) is paged and consistent;
 2. a watch from the list's resourceVersion with ``allowWatchBookmarks``,

@@ -23,6 +23,7 @@ from fedplace.remediator.config import settings_from_args as remediator_settings
 __all__ = ["DEFAULT_POLICY_NAMESPACE", "SyncConfig", "build_parser", "parse_args"]
 
 DEFAULT_POLICY_NAMESPACE = "kube-federation-scheduling-policy"
+GC_THRESHOLD = 50_000  # allocations between two collections of the youngest generation (Python's: 700)
 
 
 @dataclass
@@ -47,7 +48,7 @@ class SyncConfig:
     placement_page: bool = False
     placement_page_refresh: float = 10.0
     placement_page_token_file: str | None = None
-    gc_threshold: int = 50_000
+    gc_threshold: int = GC_THRESHOLD
 
     @property
     def remediate(self) -> str:
@@ -141,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the placement page and its model answer only requests carrying this file's token "
                         "(Authorization: Bearer, or as the password of HTTP Basic authentication; re-read when "
                         "it changes); required when --listen is not a loopback address")
-    p.add_argument("--gc-threshold", type=_positive_int, default=50_000, metavar="N",
+    p.add_argument("--gc-threshold", type=_positive_int, default=GC_THRESHOLD, metavar="N",
                    help="allocations between two collections of Python's youngest garbage generation (Python's own "
                         "default: 700). Parsing a large list allocates ~100 containers per object, and the "
                         "default collects every few objects: a third of the sync's CPU at start-up")
