@@ -72,7 +72,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.common import add_server_flags, servers  # noqa: E402
+from bench.common import add_server_flags, cpu_seconds, servers  # noqa: E402
 from devstack.launch import ServerProcess  # noqa: E402
 
 QUERY = "/v1/data/io/k8s/federation/admission"
@@ -269,20 +269,6 @@ def outcome_counts(target: Target) -> dict[str, float]:
             re.finditer(r'^fedplace_admission_requests_total\{outcome="(\w+)"\} (\S+)$', text, re.M)}
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of ``pid`` and of its children still running (the webhook's workers)."""
-    total = 0.0
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            for child in (task / "children").read_text().split():
-                total += cpu_seconds(int(child))
-    except (OSError, ValueError, IndexError):
-        pass
-    return total
-
-
 def settled_counts(target: Target) -> dict[str, float]:
     """The counts once the requests a stopped client left in flight have been answered."""
     counts = outcome_counts(target)
@@ -305,9 +291,10 @@ def measure(target: Target, conc: int, seconds: float, args: argparse.Namespace,
     """One measured slice, with the webhook's own account of it checked: (the client's result, the
     requests the webhook answered ``patched``; 0 for direct OPA)."""
     before = settled_counts(target) if target.process else {}
-    cpu_before = {pid: cpu_seconds(pid) for pid in target.pids}
+    cpu_before = {pid: cpu_seconds(pid, children=True) for pid in target.pids}
     result = load(target, conc, seconds, args, tmp)
-    result.cpu_ms = {pid: (cpu_seconds(pid) - was) * 1000 / max(1, result.requests) for pid, was in cpu_before.items()}
+    result.cpu_ms = {pid: (cpu_seconds(pid, children=True) - was) * 1000 / max(1, result.requests)
+                     for pid, was in cpu_before.items()}
     patched = 0
     if target.process is not None:
         after = settled_counts(target)

@@ -53,6 +53,22 @@ def proc_mb(pid: int, field_name: str = "VmRSS") -> float:
     return float("nan")
 
 
+def cpu_seconds(pid: int, children: bool = False) -> float:
+    """User + system CPU time a local process has used so far (0 once it is gone), from /proc; with
+    ``children``, that of its children still running too (a webhook's workers)."""
+    total = 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        if children:
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                for child in (task / "children").read_text().split():
+                    total += cpu_seconds(int(child), children=True)
+    except (OSError, ValueError, IndexError):
+        pass
+    return total
+
+
 def listener_pid(url: str) -> int | None:
     """The pid of the local process listening on ``url``'s loopback port (this user's), else None."""
     parsed = urlsplit(url)
