@@ -24,12 +24,15 @@ same run, then the rest is created and the full size measured (``--runs``
 start-ups). Each start-up gets a fresh ``opa run --server`` (``--opa-bin``,
 default ``$REAL_OPA_BIN``) so that OPA's memory is that of the sync's data:
 process start → /readyz, a count of what OPA holds, the sync's VmHWM and OPA's
-RSS (sampled every 50 ms), then 500 annotation PATCHes/s for 20 s (concurrent,
-distinct objects), one in ``--sample`` timed from the API server's answer to
+RSS (sampled every 50 ms), then 500 annotation PATCHes/s for 60 s (concurrent,
+distinct objects: long enough to hold the Go servers' periodic garbage
+collection), one in ``--sample`` timed from the API server's answer to
 OPA serving the value (polled every 2 ms) and to its arrival at a bare watcher
 process (``bench/watcher.py``: what any watcher on the machine gets, the
-floor under the sync's figure). At full size, before the start-ups, the
-sync's informer (its own settings: compact cache, noise stripped) lists the
+floor under the sync's figure), with what to read the tail by: the cores each
+process used, when OPA completed a garbage-collection cycle, the API server's
+cycles and the watchers it closed as too slow, and the seconds in which the
+late updates fell. At full size, before the start-ups, the sync's informer (its own settings: compact cache, noise stripped) lists the
 ReplicaSets each way of ``LIST_WAYS`` in turn, ``--runs`` + 1 times each: its
 first list from the watch cache in one answer (gzip-compressed, as aiohttp
 asks), the paged list from etcd (the library's way, and every relist's), and
@@ -65,9 +68,9 @@ from kubernetes_asyncio import client
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import Opa, add_server_flags, listener_pid, pct, post_all, proc_mb, servers  # noqa: E402
+from bench.common import Opa, add_server_flags, cpu_seconds, listener_pid, pct, post_all, proc_mb, servers  # noqa: E402
 from fedplace.common.informer import Informer  # noqa: E402
-from fedplace.common.kube_client import Resource, kube_json, new_api_client  # noqa: E402
+from fedplace.common.kube_client import KubeApiError, Resource, kube_json, kube_stream, new_api_client  # noqa: E402
 from fedplace.sync.replicate import informer_settings  # noqa: E402
 from devstack.federation import CLUSTER_CRD, CLUSTERS_PATH  # noqa: E402
 from devstack.launch import ServerProcess, free_port, wait_http  # noqa: E402
@@ -339,20 +342,94 @@ def read_arrivals(path: Path) -> dict[tuple[str, str], float]:
     return arrivals
 
 
+GO_GC_CYCLES = "go_gc_duration_seconds_count"  # a Go server's completed garbage-collection cycles
+
+# The probe of the updates' arrival in OPA, loaded for the update phase: one query (a path OPA keeps
+# prepared) answers for every pending update, where a GET per update and poll costs OPA a query
+# compiled for its path, and twice the allocation.
+PROBE_POLICY_ID, PROBE_PACKAGE = "fedplace_bench_probe", "fedplace_bench_probe"
+PROBE_POLICY = f"""package {PROBE_PACKAGE}
+
+# input.pending[k] = [namespace, name, annotation]: what OPA holds there, per k.
+values[k] := v if {{
+	some k
+	p := input.pending[k]
+	v := data.kubernetes.replicasets[p[0]][p[1]].metadata.annotations[p[2]]
+}}
+"""
+
+
+def metric_total(text: str, name: str) -> float:
+    """The sum of metric ``name``'s samples (every label set) in a Prometheus exposition ``text``."""
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name) and line[len(name):len(name) + 1] in (" ", "{"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+async def api_server_metrics(api: client.ApiClient) -> str:
+    """The API server's /metrics ("" when it has none to give)."""
+    try:
+        resp = await kube_stream(api, "GET", "/metrics")
+    except KubeApiError:
+        return ""
+    try:
+        return (await resp.read()).decode()
+    finally:
+        resp.release()
+
+
+def machine_cpu_seconds() -> float:
+    """CPU time every core of the machine has spent busy so far (/proc/stat: all but idle and iowait)."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(values[:8]) - values[3] - values[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_shares(before: dict[str, float], after: dict[str, float], seconds: float) -> dict[str, float]:
+    """Cores used per process over ``seconds`` (``machine``: all of them; ``others``: the rest)."""
+    shares = {name: (after[name] - before[name]) / seconds for name in before}
+    shares["others"] = shares["machine"] - sum(v for k, v in shares.items() if k != "machine")
+    return shares
+
+
+def second_ranges(seconds: list[float]) -> str:
+    """Whole seconds, as ranges: [0.2, 1.5, 5.1, 6.9, 7.0] → "0–1, 5–7"."""
+    out: list[str] = []
+    for k in sorted({int(x) for x in seconds}):
+        if out and int(out[-1].split("–")[-1]) == k - 1:
+            out[-1] = f"{out[-1].split('–')[0]}–{k}"
+        else:
+            out.append(str(k))
+    return ", ".join(out) or "none"
+
+
 async def drive_updates(s: aiohttp.ClientSession, api: client.ApiClient, kubeconfig: Path, tmp: Path, opa_url: str,
-                        namespaces: list[str], n_rs: int, rate: float, seconds: float, sample: int) -> dict:
+                        namespaces: list[str], n_rs: int, rate: float, seconds: float, sample: int,
+                        pids: dict[str, int | None]) -> dict:
     """PATCH the ``GEN`` annotation of distinct ReplicaSets at ``rate``/s (concurrently, at most 128 in
     flight); for one update in ``sample``, time from the API server's answer until OPA serves the value
-    (polled every 2 ms), and until a bare watcher, a process of its own (bench/watcher.py), received it:
+    (every 2 ms one query, ``PROBE_POLICY``, asks OPA for every such update not seen yet), and until a bare watcher, a process of its own (bench/watcher.py), received it:
     the floor any watcher on the machine, the sync too, is subject to (``watch_lags``; ``watch_unseen``:
-    not received within 10 s of the last update)."""
+    not received within 10 s of the last update).
+
+    What the two Go servers did meanwhile, to read the tail by: when OPA completed a garbage-collection
+    cycle (``opa_gc_at``, seconds since the first update, its /metrics polled every 0.5 s), how many the
+    API server completed (``api_gc_cycles``) and how many watchers it closed as too slow
+    (``watchers_closed``); and in which seconds the updates over ``TARGET_P99_MS`` were acknowledged
+    (``late_at``: to OPA, ``watch_late_at``: to the bare watcher). ``cpu``: the cores each process of
+    ``pids`` used while the updates were sent, beside this benchmark's own (the sender and the poller),
+    the bare watcher's, the machine's and the rest's (etcd, for one)."""
     total = int(rate * seconds)
     n_ns = len(namespaces)
     inflight = asyncio.Semaphore(128)
     lags: list[float] = []
-    out = {"acked": 0, "errors": 0, "unseen": 0, "behind": 0.0}
+    out: dict = {"acked": 0, "errors": 0, "unseen": 0, "behind": 0.0, "late_at": [], "opa_gc_at": []}
     run = os.urandom(3).hex()
     sampled: list[tuple[str, str, float]] = []  # (name, gen, acked): CLOCK_MONOTONIC seconds
+    pending: dict[str, tuple[str, str, str, float]] = {}  # timed, not yet seen in OPA: (namespace, name, gen, acked)
+    async with s.put(f"{opa_url}/v1/policies/{PROBE_POLICY_ID}", data=PROBE_POLICY) as r:
+        assert r.status == 200, await r.text()
     head = await kube_json(api, "GET", RS_PATH, query=[("limit", 1)])
     arrivals_file = tmp / f"arrivals-{time.monotonic_ns()}"
     watcher = subprocess.Popen([sys.executable, str(Path(__file__).with_name("watcher.py")), str(kubeconfig), RS_PATH,
@@ -361,6 +438,7 @@ async def drive_updates(s: aiohttp.ClientSession, api: client.ApiClient, kubecon
     while not (arrivals_file.exists() and arrivals_file.read_text().startswith("watching")):
         assert watcher.poll() is None and time.perf_counter() < deadline, "bench/watcher.py did not start watching"
         await asyncio.sleep(0.05)
+    api_before = await api_server_metrics(api)
 
     async def one(k: int) -> None:
         i = (k * 7919) % n_rs
@@ -380,17 +458,46 @@ async def drive_updates(s: aiohttp.ClientSession, api: client.ApiClient, kubecon
         if k % sample:
             return
         sampled.append((f"rs{i}", gen, time.clock_gettime(time.CLOCK_MONOTONIC) - (time.perf_counter() - acked)))
-        url = f"{opa_url}/v1/data/kubernetes/replicasets/{ns}/rs{i}/metadata/annotations/{GEN}"
-        while time.perf_counter() < acked + 10:
-            async with s.get(url) as r:
-                if (await r.json()).get("result") == gen:
-                    lags.append((time.perf_counter() - acked) * 1000)
-                    return
-            await asyncio.sleep(0.002)
-        out["unseen"] += 1
+        pending[str(k)] = (ns, f"rs{i}", gen, acked)
 
+    async def poll_opa() -> None:
+        """Every 2 ms, one query for every pending update: what OPA holds of each."""
+        while True:
+            if pending:
+                batch = dict(pending)
+                query = {"input": {"pending": {k: [ns, name, GEN] for k, (ns, name, _, _) in batch.items()}}}
+                async with s.post(f"{opa_url}/v1/data/{PROBE_PACKAGE}/values", json=query) as r:
+                    values = (await r.json()).get("result") or {}
+                now = time.perf_counter()
+                for k, (_, _, gen, acked) in batch.items():
+                    if values.get(k) == gen:
+                        lags.append((now - acked) * 1000)
+                        if lags[-1] > TARGET_P99_MS:
+                            out["late_at"].append(acked - start)
+                        del pending[k]
+                    elif now > acked + 10:
+                        out["unseen"] += 1
+                        del pending[k]
+            await asyncio.sleep(0.002)
+
+    async def opa_gc_cycles() -> None:
+        seen = None
+        while True:
+            async with s.get(f"{opa_url}/metrics") as r:
+                cycles = metric_total(await r.text(), GO_GC_CYCLES) if r.status == 200 else None
+            if seen is not None and cycles is not None and cycles > seen:
+                out["opa_gc_at"].append(time.perf_counter() - start)
+            seen = cycles
+            await asyncio.sleep(0.5)
+
+    counted = {**{name: pid for name, pid in pids.items() if pid}, "benchmark": os.getpid(),
+               "bare watcher": watcher.pid}
     tasks = []
+    cpu_before = {"machine": machine_cpu_seconds(), **{name: cpu_seconds(pid) for name, pid in counted.items()}}
     start = time.perf_counter()
+    start_mono = time.clock_gettime(time.CLOCK_MONOTONIC)
+    gc_task = asyncio.create_task(opa_gc_cycles())
+    poll_task = asyncio.create_task(poll_opa())
     for k in range(total):
         behind = time.perf_counter() - (start + k / rate)
         if behind < 0:
@@ -398,6 +505,16 @@ async def drive_updates(s: aiohttp.ClientSession, api: client.ApiClient, kubecon
         out["behind"] = max(out["behind"], behind)
         tasks.append(asyncio.create_task(one(k)))
     await asyncio.gather(*tasks)
+    cpu_after = {"machine": machine_cpu_seconds(), **{name: cpu_seconds(pid) for name, pid in counted.items()}}
+    out["cpu"] = cpu_shares(cpu_before, cpu_after, time.perf_counter() - start)
+    while pending:  # each leaves when seen or 10 s after its acknowledgement
+        await asyncio.sleep(0.05)
+    for task in (gc_task, poll_task):
+        task.cancel()
+    await asyncio.gather(gc_task, poll_task, return_exceptions=True)
+    async with s.delete(f"{opa_url}/v1/policies/{PROBE_POLICY_ID}") as r:
+        assert r.status == 200, await r.text()
+    api_after = await api_server_metrics(api)
     deadline = time.perf_counter() + 10
     while True:
         arrivals = read_arrivals(arrivals_file)
@@ -406,12 +523,28 @@ async def drive_updates(s: aiohttp.ClientSession, api: client.ApiClient, kubecon
         await asyncio.sleep(0.1)
     stop_process(watcher)
     out["lags"] = lags
-    out["watch_lags"] = [(arrivals[(name, gen)] - acked) * 1000 for name, gen, acked in sampled
-                         if (name, gen) in arrivals]
+    received = [(acked, (arrivals[(name, gen)] - acked) * 1000) for name, gen, acked in sampled
+                if (name, gen) in arrivals]
+    out["watch_lags"] = [lag for _, lag in received]
+    out["watch_late_at"] = [acked - start_mono for acked, lag in received if lag > TARGET_P99_MS]
     out["watch_unseen"] = len(sampled) - len(out["watch_lags"])
+    out["rewatches"] = arrivals_file.read_text().count("\nrewatch ")
     out["throughput"] = out["acked"] / max(out.get("last_ack", start) - start, 1e-9)
     out["total"] = total
+    for key, metric in (("api_gc_cycles", GO_GC_CYCLES), ("watchers_closed", "apiserver_terminated_watchers_total")):
+        out[key] = metric_total(api_after, metric) - metric_total(api_before, metric) if api_after else float("nan")
     return out
+
+
+def update_timeline(u: dict) -> str:
+    """What happened during an update phase, for reading its tail: cores used, garbage collection,
+    watchers closed, and the seconds in which the late updates were acknowledged."""
+    cores = ", ".join(f"{name} {used:.2f}" for name, used in u["cpu"].items())
+    opa_gcs = ", ".join(f"{t:.1f}" for t in u["opa_gc_at"]) or "no time"
+    return (f"cores used: {cores} (of {os.cpu_count()}); OPA completed garbage-collection cycles at {opa_gcs} s; "
+            f"the API server completed {u['api_gc_cycles']:.0f} and closed {u['watchers_closed']:.0f} watchers as "
+            f"unresponsive (the bare watcher watched again {u['rewatches']} times); updates over {TARGET_P99_MS:g} ms were acknowledged in seconds "
+            f"{second_ranges(u['late_at'])} (to OPA), {second_ranges(u['watch_late_at'])} (to the bare watcher)")
 
 
 async def target_startup(args: argparse.Namespace, kube_api: client.ApiClient, kubeconfig: Path, ext_opa: Opa,
@@ -456,8 +589,9 @@ async def target_startup(args: argparse.Namespace, kube_api: client.ApiClient, k
                 res["opa_rss_ready"] = proc_mb(opa_pid) if opa_pid else float("nan")
                 if updates:
                     hist_before = await lag_histogram(s, sync.url)
-                    res["updates"] = await drive_updates(s, kube_api, kubeconfig, tmp, opa_url, namespaces, n_rs,
-                                                         args.rate, args.seconds, args.sample)
+                    res["updates"] = await drive_updates(
+                        s, kube_api, kubeconfig, tmp, opa_url, namespaces, n_rs, args.rate, args.seconds, args.sample,
+                        {"sync": sync.proc.pid, "OPA": opa_pid, "API server": listener_pid(kube_api.configuration.host)})
                     res["hist"] = diff_histogram(await lag_histogram(s, sync.url), hist_before)
                     res["sync_rss_after"] = proc_mb(sync.proc.pid)
                 res["sync_hwm"] = proc_mb(sync.proc.pid, "VmHWM")
@@ -511,7 +645,8 @@ async def run_target(args: argparse.Namespace) -> None:
         assert srv.opa is not None and srv.kube is not None
         opa, kube = srv.opa, srv.kube
         await kube.require_empty(RS_PATH, "the sync replicates every ReplicaSet and the figures count only ours")
-        opa.owns(documents=("kubernetes", "kubernetes_index", SENTINEL_PATH[0]), policies=(replicated_root.POLICY_ID,))
+        opa.owns(documents=("kubernetes", "kubernetes_index", SENTINEL_PATH[0]),
+                 policies=(replicated_root.POLICY_ID, PROBE_POLICY_ID))
         namespaces = [await kube.namespace(f"ns{i}") for i in range(args.namespaces)]
         await kube.install_crd(CLUSTER_CRD, CLUSTERS_PATH)
         sample_size = len(json.dumps(realistic_rs(n_rs - 1, namespaces[-1]), separators=(",", ":")))
@@ -607,6 +742,7 @@ def target_report(args: argparse.Namespace, described: str, results: list[dict],
     print(f"| of those, not received by the watcher within 10 s | {bu['watch_unseen']} | {fu['watch_unseen']} | | |")
     print(f"| timed updates not visible within 10 s / PATCH errors | {bu['unseen']} / {bu['errors']} | "
           f"{fu['unseen']} / {fu['errors']} | | |")
+    print(f"| what the Go servers did meanwhile | {update_timeline(bu)} | {update_timeline(fu)} | | |")
     for q in (0.5, 0.99):
         print(f"| sync's lag histogram (event received → OPA write done), p{q * 100:g} | "
               f"≤ {hist_quantile(base['hist'], q) * 1000:g} ms | ≤ {hist_quantile(full['hist'], q) * 1000:g} ms | | |")
@@ -626,15 +762,17 @@ def target_report(args: argparse.Namespace, described: str, results: list[dict],
         print(f"- {name} (`{' '.join(flags)}`): {statistics.median(arm):.2f} s "
               f"({', '.join(f'{x:.2f}' for x in arm)}); as shipped / this: "
               f"{statistics.median(shipped) / statistics.median(arm):.2f}x")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--replicasets", type=int, default=None, help="default 10,000 (100,000 with --target)")
     p.add_argument("--clusters", type=int, default=None, help="default 1,000 (5,000 with --target)")
     p.add_argument("--rate", type=float, default=None, help="updates/s (default 200; 500 with --target)")
-    p.add_argument("--seconds", type=float, default=None, help="seconds of updates (default 10; 20 with --target)")
+    p.add_argument("--seconds", type=float, default=None, help="seconds of updates (default 10; 60 with --target)")
     p.add_argument("--target", action="store_true",
                    help="issue 29's scenario: 100,000 ReplicaSets + 5,000 clusters, 500 annotation updates/s for "
-                        "20 s, each figure beside a baseline of the same run at --baseline-fraction of the objects "
+                        "60 s, each figure beside a baseline of the same run at --baseline-fraction of the objects "
                         "(created first, then topped up: every object is created once per invocation)")
     p.add_argument("--baseline-fraction", type=float, default=0.1, help="with --target: the baseline's share")
     p.add_argument("--runs", type=int, default=1, help="with --target: sync start-ups measured at full size")
@@ -646,7 +784,7 @@ def main() -> None:
                         "the external --opa-url is used (cleared between start-ups)")
     add_server_flags(p, opa=True, kube=True)
     args = p.parse_args()
-    defaults = (100_000, 5_000, 500.0, 20.0) if args.target else (10_000, 1_000, 200.0, 10.0)
+    defaults = (100_000, 5_000, 500.0, 60.0) if args.target else (10_000, 1_000, 200.0, 10.0)
     for name, default in zip(("replicasets", "clusters", "rate", "seconds"), defaults):
         if getattr(args, name) is None:
             setattr(args, name, default)

@@ -6,8 +6,12 @@ Watches ``PATH`` (e.g. ``/apis/apps/v1/replicasets``) from ``RESOURCE_VERSION`` 
 services' client (:func:`fedplace.common.kube_client.new_api_client`: aiohttp, TLS,
 uncompressed) and appends ``<name> <annotation value> <CLOCK_MONOTONIC seconds>`` to ``OUT``
 for every event whose object carries ``ANNOTATION``, as each line of the stream is read, until
-SIGTERM; its first line, ``watching``, says the watch is open. ``bench/sync.py`` compares these times with its own updates' acknowledgements (the
-same clock): what any watcher on the machine, the sync's included, receives, and when.
+SIGTERM; its first line, ``watching``, says the watch is open. When the API server ends the
+stream (it closes a watcher that does not keep up), it watches again from the last
+resourceVersion it received, as an informer does, and writes ``rewatch <resourceVersion>``;
+an ERROR event (that resourceVersion is gone) ends it. ``bench/sync.py`` compares these times
+with its own updates' acknowledgements (the same clock): what any watcher on the machine, the
+sync's included, receives, and when.
 """
 
 from __future__ import annotations
@@ -29,17 +33,28 @@ from fedplace.common.kube_client import kube_stream, new_api_client  # noqa: E40
 async def watch(kubeconfig: str, path: str, resource_version: str, annotation: str, out: Path) -> None:
     api = await new_api_client(kubeconfig)
     try:
-        resp = await kube_stream(api, "GET", path, query=[("watch", "true"), ("resourceVersion", resource_version)],
-                                 timeout=aiohttp.ClientTimeout(total=None, sock_read=600))
         with out.open("a", buffering=1) as sink:
             sink.write("watching\n")
-            async for line in resp.content:
-                if not line.strip():
-                    continue
-                meta = (json.loads(line).get("object") or {}).get("metadata") or {}
-                value = (meta.get("annotations") or {}).get(annotation)
-                if value:
-                    sink.write(f"{meta.get('name', '')} {value} {time.clock_gettime(time.CLOCK_MONOTONIC):.6f}\n")
+            while True:
+                resp = await kube_stream(api, "GET", path, query=[("watch", "true"),
+                                                                  ("resourceVersion", resource_version)],
+                                         timeout=aiohttp.ClientTimeout(total=None, sock_read=600))
+                try:
+                    async for line in resp.content:
+                        if not line.strip():
+                            continue
+                        event = json.loads(line)
+                        if event.get("type") == "ERROR":
+                            sink.write(f"error {json.dumps(event.get('object'), separators=(',', ':'))}\n")
+                            return
+                        meta = (event.get("object") or {}).get("metadata") or {}
+                        value = (meta.get("annotations") or {}).get(annotation)
+                        if value:
+                            sink.write(f"{meta.get('name', '')} {value} {time.clock_gettime(time.CLOCK_MONOTONIC):.6f}\n")
+                        resource_version = meta.get("resourceVersion") or resource_version
+                finally:
+                    resp.release()
+                sink.write(f"rewatch {resource_version}\n")
     finally:
         await api.close()
 
