@@ -27,21 +27,23 @@ process start → /readyz, a count of what OPA holds, the sync's VmHWM and OPA's
 RSS (sampled every 50 ms), then 500 annotation PATCHes/s for 60 s (concurrent,
 distinct objects: long enough to hold the Go servers' periodic garbage
 collection), one in ``--sample`` timed from the API server's answer to
-OPA serving the value (polled every 2 ms) and to its arrival at a bare watcher
+OPA serving the value (OPA asked every 2 ms, one query for every update not
+seen yet) and to its arrival at a bare watcher
 process (``bench/watcher.py``: what any watcher on the machine gets, the
 floor under the sync's figure), with what to read the tail by: the cores each
 process used, when OPA completed a garbage-collection cycle, the API server's
 cycles and the watchers it closed as too slow, and the seconds in which the
-late updates fell. At full size, before the start-ups, the sync's informer (its own settings: compact cache, noise stripped) lists the
-ReplicaSets each way of ``LIST_WAYS`` in turn, ``--runs`` + 1 times each: its
-first list from the watch cache in one answer (gzip-compressed, as aiohttp
-asks), the paged list from etcd (the library's way, and every relist's), and
-the watch cache's answer uncompressed. Each full-size start-up comes with one
-start-up per setting in which the sync departs from a library's default
-(``LIBRARY_WAYS``: Python's garbage-collection threshold), with that default
-given back by a flag, each taking its turn first, after one warm-up
-start-up that is left out (the first after the lists is slower whatever it
-runs): a same-run A/B of each:
+late updates fell. At full size, before the start-ups, the sync's informer
+(its own settings: compact cache, noise stripped) lists the ReplicaSets each
+way of ``LIST_WAYS`` in turn, ``--runs`` + 1 times each: its first list from
+the watch cache in one answer (gzip-compressed, as aiohttp asks), the paged
+list from etcd (the library's way, and every relist's), and the watch cache's
+answer uncompressed. Each full-size start-up comes with one start-up per
+setting in which the sync departs from a library's default (``LIBRARY_WAYS``:
+Python's garbage-collection threshold), with that default given back by a
+flag, each taking its turn first, after one warm-up start-up that is left out
+(the first after the lists is slower whatever it runs): a same-run A/B of
+each:
 
     .venv/bin/python bench/sync.py --target --opa-url "$FEDPLACE_TEST_OPA_URL" \
         --kubeconfig "$FEDPLACE_TEST_KUBECONFIG" --opa-bin "$REAL_OPA_BIN"
@@ -409,17 +411,18 @@ async def drive_updates(s: aiohttp.ClientSession, api: client.ApiClient, kubecon
                         pids: dict[str, int | None]) -> dict:
     """PATCH the ``GEN`` annotation of distinct ReplicaSets at ``rate``/s (concurrently, at most 128 in
     flight); for one update in ``sample``, time from the API server's answer until OPA serves the value
-    (every 2 ms one query, ``PROBE_POLICY``, asks OPA for every such update not seen yet), and until a bare watcher, a process of its own (bench/watcher.py), received it:
-    the floor any watcher on the machine, the sync too, is subject to (``watch_lags``; ``watch_unseen``:
-    not received within 10 s of the last update).
+    (every 2 ms one query, ``PROBE_POLICY``, asks OPA for every such update not seen yet), and until a
+    bare watcher, a process of its own (bench/watcher.py), received it: the floor any watcher on the
+    machine, the sync too, is subject to (``watch_lags``; ``watch_unseen``: not received within 10 s of
+    the last update).
 
-    What the two Go servers did meanwhile, to read the tail by: when OPA completed a garbage-collection
-    cycle (``opa_gc_at``, seconds since the first update, its /metrics polled every 0.5 s), how many the
-    API server completed (``api_gc_cycles``) and how many watchers it closed as too slow
-    (``watchers_closed``); and in which seconds the updates over ``TARGET_P99_MS`` were acknowledged
-    (``late_at``: to OPA, ``watch_late_at``: to the bare watcher). ``cpu``: the cores each process of
-    ``pids`` used while the updates were sent, beside this benchmark's own (the sender and the poller),
-    the bare watcher's, the machine's and the rest's (etcd, for one)."""
+    What the machine and the Go servers did meanwhile, to read the tail by: when OPA completed a
+    garbage-collection cycle (``opa_gc_at``, seconds since the first update, its /metrics polled every
+    0.5 s), how many the API server completed (``api_gc_cycles``) and how many watchers it closed as too
+    slow (``watchers_closed``); and in which seconds the updates over ``TARGET_P99_MS`` were
+    acknowledged (``late_at``: to OPA, ``watch_late_at``: to the bare watcher). ``cpu``: the cores each
+    process of ``pids`` used while the updates were sent, beside this benchmark's own (the sender and
+    the poller), the bare watcher's, the machine's and the rest's (etcd, for one)."""
     total = int(rate * seconds)
     n_ns = len(namespaces)
     inflight = asyncio.Semaphore(128)
