@@ -67,6 +67,7 @@ from pathlib import Path
 
 import aiohttp
 from kubernetes_asyncio import client
+from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -362,12 +363,9 @@ values[k] := v if {{
 
 
 def metric_total(text: str, name: str) -> float:
-    """The sum of metric ``name``'s samples (every label set) in a Prometheus exposition ``text``."""
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(name) and line[len(name):len(name) + 1] in (" ", "{"):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
+    """The sum of sample ``name``'s values (every label set) in a Prometheus exposition ``text``."""
+    return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
+               if sample.name == name)
 
 
 async def api_server_metrics(api: client.ApiClient) -> str:
