@@ -14,10 +14,11 @@ ARG PYTHON_IMAGE=python:3.11-slim
 FROM ${PYTHON_IMAGE} AS builder
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_CONSTRAINT=/src/constraints.txt \
     PYTHONDONTWRITEBYTECODE=1
 RUN python -m venv /opt/fedplace
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 # The package fedplace and the folders pyproject.toml's package-dir maps into it.
 COPY fedplace/ fedplace/
 COPY common/ common/
@@ -26,7 +27,8 @@ COPY sync/ sync/
 COPY remediator/ remediator/
 COPY insight/ insight/
 COPY nodeadmit/ nodeadmit/
-# Not editable, no extras: only the runtime dependencies of pyproject.toml. Then OPA's
+# Not editable, no extras: only the runtime dependencies of pyproject.toml, at the versions
+# constraints.txt pins (also in pip's isolated build environment). Then OPA's
 # own library at fedplace's one pin (`fedplace what-if` evaluates with it; its metadata
 # asks for Python >= 3.14 but it works on 3.11, hence the flags; it has no dependencies).
 # Byte-code is compiled here, as the runtime root filesystem is read-only.

@@ -6,7 +6,7 @@ STAMP := $(VENV)/.fedplace-installed
 export NO_PROXY := 127.0.0.1,localhost,::1
 export no_proxy := $(NO_PROXY)
 
-.PHONY: install test test-real demo bench bench-real fuzz clean node-admit-demo
+.PHONY: install lock test test-real demo bench bench-real fuzz clean node-admit-demo
 
 install: $(STAMP)
 
@@ -17,13 +17,30 @@ install: $(STAMP)
 # 3.11, hence the flags; it has no dependencies.
 OPA_BINDINGS := insight/opa-bindings.txt
 
-# fedplace (editable, with the test extra) and the devstack, its own distribution.
-$(STAMP): pyproject.toml devstack/pyproject.toml $(OPA_BINDINGS) Makefile
+# Every version make installs is pinned in constraints.txt (`make lock` writes it anew).
+CONSTRAINTS := constraints.txt
+
+# fedplace (editable, with the test extra) and the devstack, its own distribution, at the
+# versions of $(CONSTRAINTS). PIP_CONSTRAINT also holds in pip's isolated build environments.
+$(STAMP): pyproject.toml devstack/pyproject.toml $(OPA_BINDINGS) $(CONSTRAINTS) Makefile
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]' -e ./devstack
+	PIP_CONSTRAINT=$(CURDIR)/$(CONSTRAINTS) $(PY) -m pip install --quiet --upgrade pip
+	PIP_CONSTRAINT=$(CURDIR)/$(CONSTRAINTS) $(PY) -m pip install --quiet -e '.[test]' -e ./devstack
 	$(PY) -m pip install --quiet --ignore-requires-python --no-deps -r $(OPA_BINDINGS)
 	touch $(STAMP)
+
+# constraints.txt anew: pyproject.toml's ranges resolved in a fresh virtualenv, then frozen.
+LOCK_VENV := .lock-venv
+lock:
+	rm -rf $(LOCK_VENV)
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(LOCK_VENV)/bin/python -m pip install --quiet '.[test]' ./devstack
+	{ sed -n '/^#/p' $(CONSTRAINTS); \
+	  $(LOCK_VENV)/bin/python -m pip freeze --all --exclude-editable | grep -iv '^fedplace\|^opa-golib\|^#'; } \
+	  > $(CONSTRAINTS).new
+	mv $(CONSTRAINTS).new $(CONSTRAINTS)
+	rm -rf $(LOCK_VENV)
 
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)

@@ -11,6 +11,7 @@ is imported from its folders.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -51,10 +52,10 @@ def fresh_venv(path: Path) -> Path:
     return python
 
 
-def pip(python: Path, *args: str, cwd: Path) -> None:
-    """This environment's pip acting on ``python``'s environment, offline."""
+def pip(python: Path, *args: str, cwd: Path, env: dict[str, str] | None = None) -> None:
+    """This environment's pip acting on ``python``'s environment, offline; ``env`` added to ours."""
     done = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), *args], cwd=cwd,
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env={**os.environ, **(env or {})})
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -111,8 +112,9 @@ def test_the_wheel_holds_fedplace_alone_and_its_commands_start(tmp_path):
 
 def test_the_dockerfile_pip_steps_make_a_working_install(tmp_path):
     """The builder stage's COPY and RUN steps, followed in a virtualenv: the build context the
-    Dockerfile copies into /src, then its RUN commands with /opt/fedplace the virtualenv and
-    pip offline (--no-index --no-build-isolation: what a registry would give is here already)."""
+    Dockerfile copies into /src, then its RUN commands with /opt/fedplace the virtualenv, the
+    stage's PIP_CONSTRAINT (constraints.txt) and pip offline (--no-index --no-build-isolation:
+    what a registry would give is here already)."""
     src = tmp_path / "src"
     src.mkdir()
     for source in copied_sources():
@@ -124,6 +126,12 @@ def test_the_dockerfile_pip_steps_make_a_working_install(tmp_path):
     venv = tmp_path / "opt-fedplace"
     python = fresh_venv(venv)
     runs = [args for op, args in stages()[0] if op == "RUN"]
+    settings: dict[str, str] = {}
+    for op, args in stages()[0]:
+        if op == "ENV":
+            settings.update(word.split("=", 1) for word in shlex.split(args))
+    assert settings.get("PIP_CONSTRAINT") == "/src/constraints.txt", "the builder installs the pinned versions"
+    pip_env = {"PIP_CONSTRAINT": str(src / "constraints.txt")}
     steps = [step.strip() for run in runs for step in run.split("&&")]
     installs = [s for s in steps if s.startswith("/opt/fedplace/bin/pip install")]
     assert installs, "the builder installs with the virtualenv's pip"
@@ -133,7 +141,7 @@ def test_the_dockerfile_pip_steps_make_a_working_install(tmp_path):
             continue  # made above
         words = shlex.split(step.replace(">/dev/null", ""))
         if words[0] == "/opt/fedplace/bin/pip":
-            pip(python, *words[1:2], "--no-index", "--no-build-isolation", *words[2:], cwd=src)
+            pip(python, *words[1:2], "--no-index", "--no-build-isolation", *words[2:], cwd=src, env=pip_env)
             continue
         words[0] = words[0].replace("/opt/fedplace", str(venv))
         words = [w.replace("/opt/fedplace", str(venv)) for w in words]
