@@ -45,6 +45,7 @@ __all__ = [
     "OpaMalformedResponse",
     "OpaRequestError",
     "OpaSettings",
+    "OpaTimeout",
     "OpaUnavailable",
     "OpaUndefined",
     "TokenSource",
@@ -78,6 +79,10 @@ class OpaUnavailable(OpaError):
     def answered(self) -> bool:
         """OPA answered (5xx, 429); False when no answer came (timeout, connection error)."""
         return self.status is not None
+
+
+class OpaTimeout(OpaUnavailable):
+    """No answer within the request's timeout (transient, as every :class:`OpaUnavailable`)."""
 
 
 class OpaMalformedResponse(OpaError):
@@ -280,7 +285,7 @@ class OpaClient:
                     status = resp.status
                     retry_after = _retry_after(resp.headers.get("Retry-After"))
         except asyncio.TimeoutError as exc:
-            raise OpaUnavailable(f"OPA {method} {path}: timed out") from exc
+            raise OpaTimeout(f"OPA {method} {path}: timed out") from exc
         except (aiohttp.ClientError, OSError) as exc:  # OSError (ConnectionError, ssl.SSLError): lean_http's
             raise OpaUnavailable(f"OPA {method} {path}: {exc.__class__.__name__}: {exc}") from exc
 

@@ -31,6 +31,7 @@ from fedplace.common.opa_client import (
     OpaError,
     OpaMalformedResponse,
     OpaRequestError,
+    OpaTimeout,
     OpaUnavailable,
     OpaUndefined,
 )
@@ -140,7 +141,7 @@ async def query_within_deadline(
             raise
         except OpaError as exc:
             result_label = error_kind(exc)
-            cut_short = timeout < attempt_timeout and "timed out" in exc.message
+            cut_short = timeout < attempt_timeout and isinstance(exc, OpaTimeout)
             if not cut_short:
                 last_cause = exc.message
             raise

@@ -11,7 +11,14 @@ import pytest
 import trustme
 from aiohttp import web
 
-from fedplace.common.opa_client import OpaClient, OpaMalformedResponse, OpaRequestError, OpaSettings, OpaUnavailable
+from fedplace.common.opa_client import (
+    OpaClient,
+    OpaMalformedResponse,
+    OpaRequestError,
+    OpaSettings,
+    OpaTimeout,
+    OpaUnavailable,
+)
 from fedplace.common.opa_http import OpaConnectionPool
 from devstack.launch import free_port
 
@@ -230,6 +237,8 @@ async def test_opa_client_answers_and_errors_are_those_of_aiohttp(server: Any) -
                                      headers={"Retry-After": "2"})
         if kind == "missing":
             return web.json_response({"code": "resource_not_found", "message": "no"}, status=404)
+        if kind == "slow":
+            await asyncio.sleep(2)
         return web.Response(body=b"{not json", content_type="application/json")
 
     url = await server(opa)
@@ -245,6 +254,11 @@ async def test_opa_client_answers_and_errors_are_those_of_aiohttp(server: Any) -
             assert missing.value.status == 404
             with pytest.raises(OpaMalformedResponse):
                 await c.query("x/bad", {})
+            # No answer in time: a timeout, told apart by its type (transient, as every OpaUnavailable).
+            with pytest.raises(OpaTimeout):
+                await c.query("x/slow", {}, timeout=0.2)
+            assert not isinstance(busy.value, OpaTimeout) and not isinstance(missing.value, OpaTimeout)
         async with OpaClient(OpaSettings(url=closed, lean_http=lean, timeout=1)) as c:
-            with pytest.raises(OpaUnavailable):
+            with pytest.raises(OpaUnavailable) as refused:
                 await c.query("x/ok", {})
+            assert not isinstance(refused.value, OpaTimeout)
