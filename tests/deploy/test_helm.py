@@ -35,13 +35,15 @@ import functools
 import json
 import logging
 import re
+import shutil
+import sys
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 import yaml
 
-from tests.deploy.conftest import DEPLOY, Rendered, pod_spec, render as kustomize_render
+from tests.deploy.conftest import DEPLOY, Rendered, pod_spec, render as kustomize_render, run
 
 helm = pytest.importorskip("helm_python", reason="install the test extra (helm-python-sdk): the Helm v4 SDK")
 from helm_python import _native  # noqa: E402  (the C ABI: options the 0.2.2 wrappers do not expose)
@@ -61,6 +63,9 @@ RELEASE_NS = "kube-system"
 NS = "opa"
 SP_API = "scheduling.fedplace.io/v1alpha1/SchedulingPolicy"
 KUBE_124 = "v1.24.0"
+# The fedplace image is not published: every install names the one it pushed (image.repository is
+# required). The kustomize builds compared with the chart name the same (kustomize_builds).
+REPO = "registry.example/fedplace"
 
 SS, CM = ["../self-signed"], ["../cert-manager"]
 PACKS = {"packs": {"limitrange": {"enabled": True}, "schedulingpolicy": {"enabled": True}}}
@@ -137,10 +142,17 @@ def chart() -> Iterator[Any]:
         yield loaded
 
 
+def with_image(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` naming the image repository, unless they name one (or set it empty)."""
+    return merged({"image": {"repository": REPO}}, values)
+
+
 def render_files(chart: Any, values: dict[str, Any], *, kube: str = KUBE_124, api_versions: tuple[str, ...] = (SP_API,),
-                 namespace: str = RELEASE_NS) -> dict[str, str]:
-    """``helm template``: {template path: manifest}. The API versions say the SchedulingPolicy CRD is
-    served (as on an upgrade) unless told otherwise; Chart.render (0.2.2) takes neither option."""
+                 namespace: str = RELEASE_NS, image: bool = True) -> dict[str, str]:
+    """``helm template``: {template path: manifest}, with :func:`with_image` unless ``image`` is
+    false. The API versions say the SchedulingPolicy CRD is served (as on an upgrade) unless told
+    otherwise; Chart.render (0.2.2) takes neither option."""
+    values = with_image(values) if image else values
     opts = {"name": RELEASE, "namespace": namespace, "kube_version": kube, "api_versions": list(api_versions)}
     return json.loads(_native.call_string("helm_render", chart._raw(), json.dumps(values), json.dumps(opts)))
 
@@ -203,16 +215,18 @@ def webhook_of(objs: list[dict[str, Any]]) -> dict[str, Any]:
 # -- the chart and its one source ------------------------------------------------------------------
 
 
-def test_chart_reads_deploy_itself():
-    """files/ are links into deploy/ (no copy to keep in step); the packaged chart leaves out the
-    tokens gen-tokens.sh writes there; appVersion is the image tag deploy/base sets."""
-    links = {p.name: p for p in (CHART / "files").iterdir()}
-    assert set(links) == {"base", "components", "cert-manager"}
-    for name, target in (("base", DEPLOY / "base"), ("components", DEPLOY / "components"),
-                         ("cert-manager", DEPLOY / "overlays" / "cert-manager")):
-        assert links[name].is_symlink() and links[name].resolve() == target.resolve(), name
-        assert not Path(str(links[name].readlink())).is_absolute(), f"{name}: a relative link works in any clone"
-    assert "files/base/secrets/" in (CHART / ".helmignore").read_text().splitlines()
+SYNC = DEPLOY / "scripts" / "sync-helm-files.py"
+
+
+def test_chart_holds_current_copies_of_deploy():
+    """The chart is self-contained: regular files only (no link out of it), and files/ holds
+    exactly what deploy/ has (deploy/scripts/sync-helm-files.py --check); appVersion is the image
+    tag deploy/base sets."""
+    links = [p for p in CHART.rglob("*") if p.is_symlink()]
+    assert not links, links
+    proc = run([sys.executable, str(SYNC), "--check"], check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert (CHART / "files" / "base" / "kustomization.yaml").read_bytes() == (DEPLOY / "base" / "kustomization.yaml").read_bytes()
     meta = yaml.safe_load((CHART / "Chart.yaml").read_text())
     kust = yaml.safe_load((DEPLOY / "base" / "kustomization.yaml").read_text())
     (image,) = [i for i in kust["images"] if i["name"] == "fedplace"]
@@ -220,34 +234,36 @@ def test_chart_reads_deploy_itself():
     assert meta["kubeVersion"] == ">=1.24.0-0"
 
 
-def test_packaged_chart_stands_alone(workspace: Path, tmp_path: Path):
-    """`helm package` resolves the links: the archive renders the same objects on its own, and
-    holds no generated secret — here from a checkout that has tokens (the test workspace's)."""
+def test_sync_check_names_what_is_stale(tmp_path: Path, workspace: Path):
+    """--check fails on a changed, a missing and an extra copy, and on a link; a sync repairs
+    them and leaves the tokens gen-tokens.sh wrote (the test workspace has them) out."""
     assert sorted(p.name for p in (workspace / "base" / "secrets").iterdir())
-    copy_of = tmp_path / "fedplace"
-    copy_of.mkdir()
-    for f in CHART.iterdir():
-        if f.name != "files":
-            (copy_of / f.name).symlink_to(f)
-    (copy_of / "files").mkdir()
-    for name, target in (("base", workspace / "base"), ("components", workspace / "components"),
-                         ("cert-manager", workspace / "overlays" / "cert-manager")):
-        (copy_of / "files" / name).symlink_to(target)
-    with helm.Chart.load(copy_of) as loaded:
-        archive = loaded.save(tmp_path)
-    with helm.Chart.load(archive) as packaged:
-        names = {f["name"] for f in packaged.files}
-        assert "files/base/policies/policies.yaml" in names and "files/base/opa/authz.rego" in names
-        assert not [n for n in names if "/secrets/" in n or n.endswith((".key", ".pem"))], names
-        a = docs(render_files(packaged, {})[f"{RELEASE}/templates/fedplace.yaml"])
-    b, _, _ = rendered({})
-    assert normalise(a, chart=True) == normalise(b, chart=True)
+    chart = tmp_path / "fedplace"
+    shutil.copytree(CHART, chart)
+    files = chart / "files"
+    (files / "base" / "opa" / "authz.rego").write_text("package tampered\n")
+    (files / "components" / "limitrange" / "rbac.yaml").unlink()
+    (files / "cert-manager" / "extra.yaml").write_text("{}\n")
+    (files / "components" / "monitoring" / "dashboard.json").unlink()
+    (files / "components" / "monitoring" / "dashboard.json").symlink_to(DEPLOY / "components" / "monitoring" / "dashboard.json")
+    check = [sys.executable, str(SYNC), "--check", "--chart", str(chart), "--deploy", str(workspace)]
+    proc = run(check, check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines()[:-1] == [
+        "differs from deploy/: files/base/opa/authz.rego",
+        "not in deploy/: files/cert-manager/extra.yaml",
+        "missing from the chart: files/components/limitrange/rbac.yaml",
+        "a link, not a copy: files/components/monitoring/dashboard.json",
+    ]
+    run([sys.executable, str(SYNC), "--chart", str(chart), "--deploy", str(workspace)])
+    assert run(check, check=False).returncode == 0
+    assert not [p for p in files.rglob("*") if "secrets" in p.parts or p.is_symlink()]
 
 
 @pytest.mark.parametrize("name", MATRIX)
 def test_lint_is_clean(name: str):
     values = MATRIX[name]
-    report = helm.lint(CHART, values, strict=True, kube_version=kube_version(values), namespace=RELEASE_NS)
+    report = helm.lint(CHART, with_image(values), strict=True, kube_version=kube_version(values), namespace=RELEASE_NS)
     assert not report["errors"], report
     # Info only; the one there is: the project has no icon to point at.
     assert [m["error"] for m in report["messages"]] == ["icon is recommended"], report
@@ -256,11 +272,14 @@ def test_lint_is_clean(name: str):
 
 def test_values_schema_refuses_unknown_and_invalid_values(chart: Any):
     chart.validate_schema({})
+    chart.validate_schema({"global": {"imageRegistry": "anything"}})  # as a parent chart passes it
     chart.validate_schema(OVERRIDES)
     for bad in ({"bogus": 1}, {"packs": {"limitrange": {"enabled": "yes"}}}, {"remediation": {"mode": "on"}},
                 {"certificates": {"source": "vault"}}, {"karmada": {"applyTo": "both"}},
                 {"monitoring": {"labels": {"release": 1}}}, {"webhook": {"caBundle": "not base64!"}},
-                {"opa": {"replicas": -1}}):
+                {"opa": {"replicas": -1}}, {"opa": {"podLabels": {"a": 1}}}, {"admission": {"nodeSelecter": {}}},
+                {"imagePullSecrets": ["my-registry"]}, {"webhook": {"job": {"tolerations": {}}}},
+                {"namespaces": {"opa": "Not_A_Namespace"}}, {"admission": {"priorityClassName": 1}}):
         with pytest.raises(helm.HelmValuesError):
             chart.validate_schema(bad)
 
@@ -445,13 +464,16 @@ def kustomize_builds(kubectl: str, workspace: Path) -> dict[str, list[dict[str, 
     (tls / "kustomization.yaml").write_text(yaml.safe_dump({
         "apiVersion": "kustomize.config.k8s.io/v1alpha1", "kind": "Component",
         "secretGenerator": ss["secretGenerator"], "patches": ss["patches"]}))
+    (base_image,) = [i["newName"] for i in yaml.safe_load((workspace / "base" / "kustomization.yaml").read_text())["images"]
+                     if i["name"] == "fedplace"]
     out = {}
     for name, (_, resources, components) in EQUIVALENT.items():
         overlay = workspace / "overlays" / f"test-helm-{name}"
         overlay.mkdir(exist_ok=True)
         (overlay / "kustomization.yaml").write_text(yaml.safe_dump({
             "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": resources,
-            "components": [c if c.startswith("../") else f"../../components/{c}" for c in components]}))
+            "components": [c if c.startswith("../") else f"../../components/{c}" for c in components],
+            "images": [{"name": base_image, "newName": REPO}]}))
         out[name] = kustomize_render(kubectl, overlay).objects
     return out
 
@@ -822,7 +844,7 @@ class Helm:
     def _call(self, action: str, values: dict[str, Any], **opts: Any) -> dict[str, Any]:
         with helm.Chart.load(CHART) as c:
             return json.loads(_native.call_string(
-                action, self.config._raw(), _native.HANDLE(0), c._raw(), None, RELEASE, json.dumps(values),
+                action, self.config._raw(), _native.HANDLE(0), c._raw(), None, RELEASE, json.dumps(with_image(values)),
                 json.dumps({"namespace": RELEASE_NS, "timeout_seconds": 60, **self.extra, **opts})))
 
     def install(self, values: dict[str, Any]) -> dict[str, Any]:
