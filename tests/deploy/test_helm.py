@@ -108,6 +108,8 @@ OVERRIDES = {
     "keepOnUninstall": False,
     "placementPage": {"enabled": True},  # its token volume names tokens.existingSecret too
 }
+# The chart's example of every pod value on every workload, custom namespaces included.
+EVERY_VALUE: dict[str, Any] = yaml.safe_load((CHART / "ci" / "every-value-values.yaml").read_text())
 # Every set of values rendered: the equivalents, each Karmada side alone, and the overrides.
 MATRIX: dict[str, dict[str, Any]] = {
     **{name: values for name, (values, _, _) in EQUIVALENT.items() if name != "karmada"},
@@ -117,6 +119,7 @@ MATRIX: dict[str, dict[str, Any]] = {
     "karmada-apiserver-first": {"karmada": {"enabled": True, "applyTo": "karmada-apiserver"},
                                 "webhook": {"register": False}},
     "overrides": OVERRIDES,
+    "every-value": EVERY_VALUE,
 }
 
 
@@ -835,14 +838,15 @@ class Helm:
     hooks (Helm builds hook objects against the server's OpenAPI document, which the devstack does
     not serve; it validates the other objects against it unless told not to)."""
 
-    def __init__(self, kubeconfig: Path, external: bool) -> None:
+    def __init__(self, kubeconfig: Path, external: bool, chart: Path = CHART) -> None:
         self.external = external
+        self.chart = chart
         self.config = helm.Config(kubeconfig_path=kubeconfig, namespace=RELEASE_NS,
                                   storage_driver=None if external else "memory")
         self.extra = {} if external else {"disable_hooks": True, "disable_openapi_validation": True}
 
     def _call(self, action: str, values: dict[str, Any], **opts: Any) -> dict[str, Any]:
-        with helm.Chart.load(CHART) as c:
+        with helm.Chart.load(self.chart) as c:
             return json.loads(_native.call_string(
                 action, self.config._raw(), _native.HANDLE(0), c._raw(), None, RELEASE, json.dumps(with_image(values)),
                 json.dumps({"namespace": RELEASE_NS, "timeout_seconds": 60, **self.extra, **opts})))
@@ -906,12 +910,12 @@ async def complete(api: Any, job: dict[str, Any]) -> None:
                         {"type": "Complete", "status": "True", "lastProbeTime": now, "lastTransitionTime": now}]}})
 
 
-async def play_controllers(admin: Any, tmp_path: Path, log: list[str], stop: asyncio.Event) -> None:
-    """On a real server that runs no pods: when Helm creates a hook Job, roll the Deployments out
-    (the webhook must not exist before), run the Job's command and mark it complete."""
+async def play_controllers(admin: Any, tmp_path: Path, log: list[str], stop: asyncio.Event, ns: str = NS) -> None:
+    """On a real server that runs no pods: when Helm creates a hook Job (in ``ns``), roll the
+    Deployments out (the webhook must not exist before), run the Job's command and mark it complete."""
     done: set[str] = set()
     while not stop.is_set():
-        jobs = (await kube_json(admin, "GET", f"/apis/batch/v1/namespaces/{NS}/jobs"))["items"]
+        jobs = (await kube_json(admin, "GET", f"/apis/batch/v1/namespaces/{ns}/jobs"))["items"]
         for job in jobs:
             uid = job["metadata"]["uid"]
             if uid in done:
@@ -921,14 +925,14 @@ async def play_controllers(admin: Any, tmp_path: Path, log: list[str], stop: asy
             if name == "fedplace-register-webhook":
                 assert not await exists(admin, WEBHOOK_PATH) or log, "the webhook was there before its Job ran"
                 for d in ("opa", "fedplace-admission"):
-                    await roll_out(admin, NS, d)
+                    await roll_out(admin, ns, d)
                 # Its account reads the serving certificate's Secret (for a missing caBundle), and
                 # no other (the server's RBAC, while the hook runs).
-                sa = client_as(admin, f"system:serviceaccount:{NS}:{pod_spec(job)['serviceAccountName']}")
+                sa = client_as(admin, f"system:serviceaccount:{ns}:{pod_spec(job)['serviceAccountName']}")
                 try:
-                    await kube_json(sa, "GET", f"/api/v1/namespaces/{NS}/secrets/fedplace-admission-tls")
+                    await kube_json(sa, "GET", f"/api/v1/namespaces/{ns}/secrets/fedplace-admission-tls")
                     with pytest.raises(KubeApiError) as refused:
-                        await kube_json(sa, "GET", f"/api/v1/namespaces/{NS}/secrets/opa-tokens")
+                        await kube_json(sa, "GET", f"/api/v1/namespaces/{ns}/secrets/opa-tokens")
                     assert refused.value.status == 403
                 finally:
                     await sa.close()
