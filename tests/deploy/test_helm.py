@@ -1,4 +1,4 @@
-"""Issue 28: the Helm chart deploy/helm/fedplace, with the Helm v4 SDK (helm-python-sdk: Helm's own
+"""The Helm chart deploy/helm/fedplace, with the Helm v4 SDK (helm-python-sdk: Helm's own
 Go SDK over ctypes, no helm binary).
 
 * lint: clean (no error, no warning; strict) for every set of values below, against Kubernetes 1.24;
@@ -10,9 +10,10 @@ Go SDK over ctypes, no helm binary).
   ships (strict; it has no 1.24 schema: its oldest, 1.25, and its newest — the 1.24 check is the
   install on the real 1.24 kube-apiserver below), CRDs against kube-apiserver 1.24's CRD rules
   and custom resources against their CRD's schema (devstack/kube/crdschema.py);
-* one source: the chart reads deploy/ itself (files/ are links), and for every point of the
-  matrix the chart renders exactly the objects of the equivalent kustomize build, up to the
-  differences :func:`normalise` names (and only those);
+* one source: the chart reads copies of deploy/'s kustomizations (files/, kept in step by
+  deploy/scripts/sync-helm-files.py: test_helm_files.py), and for every point of the matrix the
+  chart renders exactly the objects of the equivalent kustomize build, up to the differences
+  :func:`normalise` names (and only those);
 * the webhook registration: hook Jobs running ``python -m fedplace.admission.register``
   (admission/register.py), whose waiting and applying are tested here on the API server;
 * the install with the SDK on the API server: the devstack's (no hooks: it serves no OpenAPI
@@ -35,15 +36,13 @@ import functools
 import json
 import logging
 import re
-import shutil
-import sys
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 import yaml
 
-from tests.deploy.conftest import DEPLOY, Rendered, pod_spec, render as kustomize_render, run
+from tests.deploy.conftest import DEPLOY, Rendered, pod_spec, render as kustomize_render
 
 helm = pytest.importorskip("helm_python", reason="install the test extra (helm-python-sdk): the Helm v4 SDK")
 from helm_python import _native  # noqa: E402  (the C ABI: options the 0.2.2 wrappers do not expose)
@@ -216,51 +215,6 @@ def webhook_of(objs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 # -- the chart and its one source ------------------------------------------------------------------
-
-
-SYNC = DEPLOY / "scripts" / "sync-helm-files.py"
-
-
-def test_chart_holds_current_copies_of_deploy():
-    """The chart is self-contained: regular files only (no link out of it), and files/ holds
-    exactly what deploy/ has (deploy/scripts/sync-helm-files.py --check); appVersion is the image
-    tag deploy/base sets."""
-    links = [p for p in CHART.rglob("*") if p.is_symlink()]
-    assert not links, links
-    proc = run([sys.executable, str(SYNC), "--check"], check=False)
-    assert proc.returncode == 0, proc.stderr
-    assert (CHART / "files" / "base" / "kustomization.yaml").read_bytes() == (DEPLOY / "base" / "kustomization.yaml").read_bytes()
-    meta = yaml.safe_load((CHART / "Chart.yaml").read_text())
-    kust = yaml.safe_load((DEPLOY / "base" / "kustomization.yaml").read_text())
-    (image,) = [i for i in kust["images"] if i["name"] == "fedplace"]
-    assert meta["appVersion"] == image["newTag"] and meta["apiVersion"] == "v2"
-    assert meta["kubeVersion"] == ">=1.24.0-0"
-
-
-def test_sync_check_names_what_is_stale(tmp_path: Path, workspace: Path):
-    """--check fails on a changed, a missing and an extra copy, and on a link; a sync repairs
-    them and leaves the tokens gen-tokens.sh wrote (the test workspace has them) out."""
-    assert sorted(p.name for p in (workspace / "base" / "secrets").iterdir())
-    chart = tmp_path / "fedplace"
-    shutil.copytree(CHART, chart)
-    files = chart / "files"
-    (files / "base" / "opa" / "authz.rego").write_text("package tampered\n")
-    (files / "components" / "limitrange" / "rbac.yaml").unlink()
-    (files / "cert-manager" / "extra.yaml").write_text("{}\n")
-    (files / "components" / "monitoring" / "dashboard.json").unlink()
-    (files / "components" / "monitoring" / "dashboard.json").symlink_to(DEPLOY / "components" / "monitoring" / "dashboard.json")
-    check = [sys.executable, str(SYNC), "--check", "--chart", str(chart), "--deploy", str(workspace)]
-    proc = run(check, check=False)
-    assert proc.returncode == 1
-    assert proc.stderr.splitlines()[:-1] == [
-        "differs from deploy/: files/base/opa/authz.rego",
-        "not in deploy/: files/cert-manager/extra.yaml",
-        "missing from the chart: files/components/limitrange/rbac.yaml",
-        "a link, not a copy: files/components/monitoring/dashboard.json",
-    ]
-    run([sys.executable, str(SYNC), "--chart", str(chart), "--deploy", str(workspace)])
-    assert run(check, check=False).returncode == 0
-    assert not [p for p in files.rglob("*") if "secrets" in p.parts or p.is_symlink()]
 
 
 @pytest.mark.parametrize("name", MATRIX)
