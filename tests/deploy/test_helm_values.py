@@ -91,6 +91,18 @@ def test_namespaces_are_renamed_everywhere_deploy_names_them():
     (job,) = [h for h in hooks if h["metadata"]["name"] == "fedplace-register-webhook"]
     assert register.parse_args(pod_spec(job)["containers"][0]["args"]).namespace == OPA_NS
     assert f"-n {OPA_NS} rollout status deployment/opa" in notes and f"-n {POLICY_NS} get cm" in notes
+    # Karmada's two releases: its component's patches and objects follow the values too.
+    for side in ("host-cluster", "karmada-apiserver"):
+        objs, _, notes = rendered(merged(values, {"certificates": {"source": "self-signed"},
+                                                  "karmada": {"enabled": True, "applyTo": side},
+                                                  "webhook": {"caBundle": "QUJD"}}), kube="v1.30.0")
+        text = json.dumps(objs) + notes
+        assert "kube-federation-scheduling-policy" not in text, side
+        for gone in ('"namespace": "opa"', ".opa.svc", ":opa:", '"opa/', ",opa,", "=opa,", "-n opa"):
+            assert gone not in text, (side, gone)
+        assert {o["metadata"].get("namespace") for o in objs} - {None, "kube-system"} <= {OPA_NS, POLICY_NS}, side
+    karmada_webhook = webhook_of(objs)["webhooks"][0]["clientConfig"]
+    assert karmada_webhook["url"] == f"https://fedplace-admission.{OPA_NS}.svc:443/mutate"
     # Self-signed: the serving certificates name the Services in the namespace the pods run in.
     from cryptography import x509
     import base64
