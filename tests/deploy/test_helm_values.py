@@ -115,9 +115,10 @@ def test_namespaces_are_renamed_everywhere_deploy_names_them():
 
 @pytest.mark.parametrize("values, namespace, message", [
     ({"namespaces": {"opa": "same", "policy": "same"}}, RELEASE_NS, "must differ"),
+    ({"namespaces": {"opa": "fedplace-system", "policy": "opa"}}, RELEASE_NS, "namespaces.policy cannot be opa"),
     ({"namespaces": {"opa": "fedplace-system"}}, "fedplace-system", "another, existing namespace"),
     ({"namespaces": {"policy": "fedplace-policies"}}, "fedplace-policies", "another, existing namespace"),
-], ids=["same", "release-in-opa", "release-in-policy"])
+], ids=["same", "policy-named-opa", "release-in-opa", "release-in-policy"])
 def test_namespaces_that_would_not_work_are_refused(chart: Any, values: dict[str, Any], namespace: str, message: str):
     with pytest.raises(helm.HelmRenderError, match=message):
         render_files(chart, values, namespace=namespace)
