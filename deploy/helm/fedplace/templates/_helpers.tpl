@@ -279,16 +279,19 @@ helpers as JSON ({"r": value}): Go templates return strings only.
 {{- end -}}
 
 {{- /* fedplace.component: a component's objects added to objs and its patches applied, as kustomize
-     does for a component listed in an overlay. Custom resources of a CRD the component itself
-     installs are left out until the API server serves them (see values.yaml, packs.schedulingpolicy).
-     (dict root name objs) -> {"r": objs} */ -}}
+     does for a component listed in an overlay; or an overlay's, on objs its base (a "../"
+     resource) built. Custom resources of a CRD the component itself installs are left out until
+     the API server serves them (see values.yaml, packs.schedulingpolicy).
+     (dict root dir objs) -> {"r": objs} */ -}}
 {{- define "fedplace.component" -}}
-{{- $dir := printf "files/components/%s" .name -}}
+{{- $dir := .dir -}}
 {{- $k := (include "fedplace.kustomization" (list .root $dir) | fromJson).r -}}
 {{- $objs := .objs -}}
 {{- $new := list -}}
 {{- range $res := $k.resources -}}
+{{- if not (hasPrefix "../" $res) -}}
 {{- $new = concat $new (include "fedplace.yaml" (list $.root (printf "%s/%s" $dir $res)) | fromJson).r -}}
+{{- end -}}
 {{- end -}}
 {{- $groups := list -}}
 {{- range $obj := $new -}}
@@ -310,7 +313,8 @@ helpers as JSON ({"r": value}): Go templates return strings only.
 {{- range $p := $k.patches -}}
 {{- $objs = (include "fedplace.patch" (dict "root" $.root "dir" $dir "patch" $p "objs" $objs) | fromJson).r -}}
 {{- end -}}
-{{- if or $k.components $k.secretGenerator $k.labels $k.images -}}
+{{- /* An overlay's components (cert-manager's: cluster-crd) are the values' to pick. */ -}}
+{{- if or (and $k.components (ne $k.kind "Kustomization")) $k.secretGenerator $k.labels $k.images -}}
 {{- fail (printf "%s/kustomization.yaml: components, secretGenerator, labels and images of a component are not interpreted by the chart" $dir) -}}
 {{- end -}}
 {{- toJson (dict "r" $objs) -}}
