@@ -1,4 +1,4 @@
-"""Issue 28: the Helm chart deploy/helm/fedplace, with the Helm v4 SDK (helm-python-sdk: Helm's own
+"""The Helm chart deploy/helm/fedplace, with the Helm v4 SDK (helm-python-sdk: Helm's own
 Go SDK over ctypes, no helm binary).
 
 * lint: clean (no error, no warning; strict) for every set of values below, against Kubernetes 1.24;
@@ -10,9 +10,10 @@ Go SDK over ctypes, no helm binary).
   ships (strict; it has no 1.24 schema: its oldest, 1.25, and its newest — the 1.24 check is the
   install on the real 1.24 kube-apiserver below), CRDs against kube-apiserver 1.24's CRD rules
   and custom resources against their CRD's schema (devstack/kube/crdschema.py);
-* one source: the chart reads deploy/ itself (files/ are links), and for every point of the
-  matrix the chart renders exactly the objects of the equivalent kustomize build, up to the
-  differences :func:`normalise` names (and only those);
+* one source: the chart reads copies of deploy/'s kustomizations (files/, kept in step by
+  deploy/scripts/sync-helm-files.py: test_helm_files.py), and for every point of the matrix the
+  chart renders exactly the objects of the equivalent kustomize build, up to the differences
+  :func:`normalise` names (and only those);
 * the webhook registration: hook Jobs running ``python -m fedplace.admission.register``
   (admission/register.py), whose waiting and applying are tested here on the API server;
 * the install with the SDK on the API server: the devstack's (no hooks: it serves no OpenAPI
@@ -61,6 +62,9 @@ RELEASE_NS = "kube-system"
 NS = "opa"
 SP_API = "scheduling.fedplace.io/v1alpha1/SchedulingPolicy"
 KUBE_124 = "v1.24.0"
+# The fedplace image is not published: every install names the one it pushed (image.repository is
+# required). The kustomize builds compared with the chart name the same (kustomize_builds).
+REPO = "registry.example/fedplace"
 
 SS, CM = ["../self-signed"], ["../cert-manager"]
 PACKS = {"packs": {"limitrange": {"enabled": True}, "schedulingpolicy": {"enabled": True}}}
@@ -103,6 +107,8 @@ OVERRIDES = {
     "keepOnUninstall": False,
     "placementPage": {"enabled": True},  # its token volume names tokens.existingSecret too
 }
+# The chart's example of every pod value on every workload, custom namespaces included.
+EVERY_VALUE: dict[str, Any] = yaml.safe_load((CHART / "ci" / "every-value-values.yaml").read_text())
 # Every set of values rendered: the equivalents, each Karmada side alone, and the overrides.
 MATRIX: dict[str, dict[str, Any]] = {
     **{name: values for name, (values, _, _) in EQUIVALENT.items() if name != "karmada"},
@@ -112,6 +118,7 @@ MATRIX: dict[str, dict[str, Any]] = {
     "karmada-apiserver-first": {"karmada": {"enabled": True, "applyTo": "karmada-apiserver"},
                                 "webhook": {"register": False}},
     "overrides": OVERRIDES,
+    "every-value": EVERY_VALUE,
 }
 
 
@@ -137,10 +144,17 @@ def chart() -> Iterator[Any]:
         yield loaded
 
 
+def with_image(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` naming the image repository, unless they name one (or set it empty)."""
+    return merged({"image": {"repository": REPO}}, values)
+
+
 def render_files(chart: Any, values: dict[str, Any], *, kube: str = KUBE_124, api_versions: tuple[str, ...] = (SP_API,),
-                 namespace: str = RELEASE_NS) -> dict[str, str]:
-    """``helm template``: {template path: manifest}. The API versions say the SchedulingPolicy CRD is
-    served (as on an upgrade) unless told otherwise; Chart.render (0.2.2) takes neither option."""
+                 namespace: str = RELEASE_NS, image: bool = True) -> dict[str, str]:
+    """``helm template``: {template path: manifest}, with :func:`with_image` unless ``image`` is
+    false. The API versions say the SchedulingPolicy CRD is served (as on an upgrade) unless told
+    otherwise; Chart.render (0.2.2) takes neither option."""
+    values = with_image(values) if image else values
     opts = {"name": RELEASE, "namespace": namespace, "kube_version": kube, "api_versions": list(api_versions)}
     return json.loads(_native.call_string("helm_render", chart._raw(), json.dumps(values), json.dumps(opts)))
 
@@ -203,51 +217,10 @@ def webhook_of(objs: list[dict[str, Any]]) -> dict[str, Any]:
 # -- the chart and its one source ------------------------------------------------------------------
 
 
-def test_chart_reads_deploy_itself():
-    """files/ are links into deploy/ (no copy to keep in step); the packaged chart leaves out the
-    tokens gen-tokens.sh writes there; appVersion is the image tag deploy/base sets."""
-    links = {p.name: p for p in (CHART / "files").iterdir()}
-    assert set(links) == {"base", "components", "cert-manager"}
-    for name, target in (("base", DEPLOY / "base"), ("components", DEPLOY / "components"),
-                         ("cert-manager", DEPLOY / "overlays" / "cert-manager")):
-        assert links[name].is_symlink() and links[name].resolve() == target.resolve(), name
-        assert not Path(str(links[name].readlink())).is_absolute(), f"{name}: a relative link works in any clone"
-    assert "files/base/secrets/" in (CHART / ".helmignore").read_text().splitlines()
-    meta = yaml.safe_load((CHART / "Chart.yaml").read_text())
-    kust = yaml.safe_load((DEPLOY / "base" / "kustomization.yaml").read_text())
-    (image,) = [i for i in kust["images"] if i["name"] == "fedplace"]
-    assert meta["appVersion"] == image["newTag"] and meta["apiVersion"] == "v2"
-    assert meta["kubeVersion"] == ">=1.24.0-0"
-
-
-def test_packaged_chart_stands_alone(workspace: Path, tmp_path: Path):
-    """`helm package` resolves the links: the archive renders the same objects on its own, and
-    holds no generated secret — here from a checkout that has tokens (the test workspace's)."""
-    assert sorted(p.name for p in (workspace / "base" / "secrets").iterdir())
-    copy_of = tmp_path / "fedplace"
-    copy_of.mkdir()
-    for f in CHART.iterdir():
-        if f.name != "files":
-            (copy_of / f.name).symlink_to(f)
-    (copy_of / "files").mkdir()
-    for name, target in (("base", workspace / "base"), ("components", workspace / "components"),
-                         ("cert-manager", workspace / "overlays" / "cert-manager")):
-        (copy_of / "files" / name).symlink_to(target)
-    with helm.Chart.load(copy_of) as loaded:
-        archive = loaded.save(tmp_path)
-    with helm.Chart.load(archive) as packaged:
-        names = {f["name"] for f in packaged.files}
-        assert "files/base/policies/policies.yaml" in names and "files/base/opa/authz.rego" in names
-        assert not [n for n in names if "/secrets/" in n or n.endswith((".key", ".pem"))], names
-        a = docs(render_files(packaged, {})[f"{RELEASE}/templates/fedplace.yaml"])
-    b, _, _ = rendered({})
-    assert normalise(a, chart=True) == normalise(b, chart=True)
-
-
 @pytest.mark.parametrize("name", MATRIX)
 def test_lint_is_clean(name: str):
     values = MATRIX[name]
-    report = helm.lint(CHART, values, strict=True, kube_version=kube_version(values), namespace=RELEASE_NS)
+    report = helm.lint(CHART, with_image(values), strict=True, kube_version=kube_version(values), namespace=RELEASE_NS)
     assert not report["errors"], report
     # Info only; the one there is: the project has no icon to point at.
     assert [m["error"] for m in report["messages"]] == ["icon is recommended"], report
@@ -256,11 +229,14 @@ def test_lint_is_clean(name: str):
 
 def test_values_schema_refuses_unknown_and_invalid_values(chart: Any):
     chart.validate_schema({})
+    chart.validate_schema({"global": {"imageRegistry": "anything"}})  # as a parent chart passes it
     chart.validate_schema(OVERRIDES)
     for bad in ({"bogus": 1}, {"packs": {"limitrange": {"enabled": "yes"}}}, {"remediation": {"mode": "on"}},
                 {"certificates": {"source": "vault"}}, {"karmada": {"applyTo": "both"}},
                 {"monitoring": {"labels": {"release": 1}}}, {"webhook": {"caBundle": "not base64!"}},
-                {"opa": {"replicas": -1}}):
+                {"opa": {"replicas": -1}}, {"opa": {"podLabels": {"a": 1}}}, {"admission": {"nodeSelecter": {}}},
+                {"imagePullSecrets": ["my-registry"]}, {"webhook": {"job": {"tolerations": {}}}},
+                {"namespaces": {"opa": "Not_A_Namespace"}}, {"admission": {"priorityClassName": 1}}):
         with pytest.raises(helm.HelmValuesError):
             chart.validate_schema(bad)
 
@@ -445,13 +421,16 @@ def kustomize_builds(kubectl: str, workspace: Path) -> dict[str, list[dict[str, 
     (tls / "kustomization.yaml").write_text(yaml.safe_dump({
         "apiVersion": "kustomize.config.k8s.io/v1alpha1", "kind": "Component",
         "secretGenerator": ss["secretGenerator"], "patches": ss["patches"]}))
+    (base_image,) = [i["newName"] for i in yaml.safe_load((workspace / "base" / "kustomization.yaml").read_text())["images"]
+                     if i["name"] == "fedplace"]
     out = {}
     for name, (_, resources, components) in EQUIVALENT.items():
         overlay = workspace / "overlays" / f"test-helm-{name}"
         overlay.mkdir(exist_ok=True)
         (overlay / "kustomization.yaml").write_text(yaml.safe_dump({
             "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": resources,
-            "components": [c if c.startswith("../") else f"../../components/{c}" for c in components]}))
+            "components": [c if c.startswith("../") else f"../../components/{c}" for c in components],
+            "images": [{"name": base_image, "newName": REPO}]}))
         out[name] = kustomize_render(kubectl, overlay).objects
     return out
 
@@ -813,16 +792,17 @@ class Helm:
     hooks (Helm builds hook objects against the server's OpenAPI document, which the devstack does
     not serve; it validates the other objects against it unless told not to)."""
 
-    def __init__(self, kubeconfig: Path, external: bool) -> None:
+    def __init__(self, kubeconfig: Path, external: bool, chart: Path = CHART) -> None:
         self.external = external
+        self.chart = chart
         self.config = helm.Config(kubeconfig_path=kubeconfig, namespace=RELEASE_NS,
                                   storage_driver=None if external else "memory")
         self.extra = {} if external else {"disable_hooks": True, "disable_openapi_validation": True}
 
     def _call(self, action: str, values: dict[str, Any], **opts: Any) -> dict[str, Any]:
-        with helm.Chart.load(CHART) as c:
+        with helm.Chart.load(self.chart) as c:
             return json.loads(_native.call_string(
-                action, self.config._raw(), _native.HANDLE(0), c._raw(), None, RELEASE, json.dumps(values),
+                action, self.config._raw(), _native.HANDLE(0), c._raw(), None, RELEASE, json.dumps(with_image(values)),
                 json.dumps({"namespace": RELEASE_NS, "timeout_seconds": 60, **self.extra, **opts})))
 
     def install(self, values: dict[str, Any]) -> dict[str, Any]:
@@ -884,12 +864,12 @@ async def complete(api: Any, job: dict[str, Any]) -> None:
                         {"type": "Complete", "status": "True", "lastProbeTime": now, "lastTransitionTime": now}]}})
 
 
-async def play_controllers(admin: Any, tmp_path: Path, log: list[str], stop: asyncio.Event) -> None:
-    """On a real server that runs no pods: when Helm creates a hook Job, roll the Deployments out
-    (the webhook must not exist before), run the Job's command and mark it complete."""
+async def play_controllers(admin: Any, tmp_path: Path, log: list[str], stop: asyncio.Event, ns: str = NS) -> None:
+    """On a real server that runs no pods: when Helm creates a hook Job (in ``ns``), roll the
+    Deployments out (the webhook must not exist before), run the Job's command and mark it complete."""
     done: set[str] = set()
     while not stop.is_set():
-        jobs = (await kube_json(admin, "GET", f"/apis/batch/v1/namespaces/{NS}/jobs"))["items"]
+        jobs = (await kube_json(admin, "GET", f"/apis/batch/v1/namespaces/{ns}/jobs"))["items"]
         for job in jobs:
             uid = job["metadata"]["uid"]
             if uid in done:
@@ -899,14 +879,14 @@ async def play_controllers(admin: Any, tmp_path: Path, log: list[str], stop: asy
             if name == "fedplace-register-webhook":
                 assert not await exists(admin, WEBHOOK_PATH) or log, "the webhook was there before its Job ran"
                 for d in ("opa", "fedplace-admission"):
-                    await roll_out(admin, NS, d)
+                    await roll_out(admin, ns, d)
                 # Its account reads the serving certificate's Secret (for a missing caBundle), and
                 # no other (the server's RBAC, while the hook runs).
-                sa = client_as(admin, f"system:serviceaccount:{NS}:{pod_spec(job)['serviceAccountName']}")
+                sa = client_as(admin, f"system:serviceaccount:{ns}:{pod_spec(job)['serviceAccountName']}")
                 try:
-                    await kube_json(sa, "GET", f"/api/v1/namespaces/{NS}/secrets/fedplace-admission-tls")
+                    await kube_json(sa, "GET", f"/api/v1/namespaces/{ns}/secrets/fedplace-admission-tls")
                     with pytest.raises(KubeApiError) as refused:
-                        await kube_json(sa, "GET", f"/api/v1/namespaces/{NS}/secrets/opa-tokens")
+                        await kube_json(sa, "GET", f"/api/v1/namespaces/{ns}/secrets/opa-tokens")
                     assert refused.value.status == 403
                 finally:
                     await sa.close()

@@ -17,14 +17,47 @@ a change to deploy/ that the chart does not understand cannot pass unseen
 helpers as JSON ({"r": value}): Go templates return strings only.
 */ -}}
 
-{{- /* fedplace.yaml: the objects of a multi-document YAML file of the chart. (list $ path) -> {"r": [objects]} */ -}}
-{{- define "fedplace.yaml" -}}
+{{- /* fedplace.namespace: a namespace of deploy/ as the values name it (opa, kube-federation-scheduling-policy). (list $ name) */ -}}
+{{- define "fedplace.namespace" -}}
+{{- $root := index . 0 -}}
+{{- $name := index . 1 -}}
+{{- if eq $name "opa" -}}{{- $root.Values.namespaces.opa -}}
+{{- else if eq $name "kube-federation-scheduling-policy" -}}{{- $root.Values.namespaces.policy -}}
+{{- else -}}{{- $name -}}{{- end -}}
+{{- end -}}
+
+{{- /* fedplace.file: a file of files/ (copies of deploy/), with deploy/'s two namespaces renamed as
+     the values name them, wherever deploy/ writes a namespace: metadata, targets and subjects
+     (namespace: opa), list items (the webhook's exempt namespaces), Service host names
+     (x.opa.svc), comma lists of flags, service account user names, cert-manager's
+     inject-ca-from and kubectl commands in texts; the policy namespace's distinctive name
+     everywhere. Namespace objects are renamed by fedplace.yaml. (list $ path) -> text */ -}}
+{{- define "fedplace.file" -}}
 {{- $root := index . 0 -}}
 {{- $path := index . 1 -}}
 {{- $text := $root.Files.Get $path -}}
 {{- if not $text -}}
-{{- fail (printf "%s is missing or empty: files/ links to deploy/ (a checkout, or a chart packaged from one)" $path) -}}
+{{- fail (printf "%s is missing or empty: the chart's files/ are copies of deploy/ (deploy/scripts/sync-helm-files.py)" $path) -}}
 {{- end -}}
+{{- $ns := $root.Values.namespaces -}}
+{{- $text = replace "kube-federation-scheduling-policy" $ns.policy $text -}}
+{{- if ne $ns.opa "opa" -}}
+{{- $text = regexReplaceAll "(?m)(namespace: +)opa$" $text (printf "${1}%s" $ns.opa) -}}
+{{- $text = regexReplaceAll "(?m)^(\\s*- +)opa$" $text (printf "${1}%s" $ns.opa) -}}
+{{- $text = regexReplaceAll "\\.opa\\.svc\\b" $text (printf ".%s.svc" $ns.opa) -}}
+{{- $text = regexReplaceAll "(?m)([=,])opa(,|$)" $text (printf "${1}%s${2}" $ns.opa) -}}
+{{- $text = replace "system:serviceaccount:opa:" (printf "system:serviceaccount:%s:" $ns.opa) $text -}}
+{{- $text = regexReplaceAll "(inject-ca-from: +\"?)opa/" $text (printf "${1}%s/" $ns.opa) -}}
+{{- $text = regexReplaceAll "-n opa\\b" $text (printf "-n %s" $ns.opa) -}}
+{{- end -}}
+{{- $text -}}
+{{- end -}}
+
+{{- /* fedplace.yaml: the objects of a multi-document YAML file of the chart. (list $ path) -> {"r": [objects]} */ -}}
+{{- define "fedplace.yaml" -}}
+{{- $root := index . 0 -}}
+{{- $path := index . 1 -}}
+{{- $text := include "fedplace.file" (list $root $path) -}}
 {{- $items := list -}}
 {{- range $doc := regexSplit "(?m)^---[ \t]*$" $text -1 -}}
 {{- $obj := fromYaml $doc -}}
@@ -32,6 +65,9 @@ helpers as JSON ({"r": value}): Go templates return strings only.
 {{- fail (printf "%s: %s" $path $obj.Error) -}}
 {{- end -}}
 {{- if $obj -}}
+{{- if eq $obj.kind "Namespace" -}}
+{{- $_ := set $obj.metadata "name" (include "fedplace.namespace" (list $root $obj.metadata.name)) -}}
+{{- end -}}
 {{- $items = append $items $obj -}}
 {{- end -}}
 {{- end -}}
@@ -56,7 +92,7 @@ helpers as JSON ({"r": value}): Go templates return strings only.
 {{- if contains "/" .apiVersion -}}{{- first (splitList "/" .apiVersion) -}}{{- end -}}
 {{- end -}}
 
-{{- /* fedplace.matches: "true" if an object is a kustomize patch target. (dict obj target) */ -}}
+{{- /* fedplace.matches: "true" if an object is a kustomize patch target. (dict root obj target) */ -}}
 {{- define "fedplace.matches" -}}
 {{- $obj := .obj -}}
 {{- $t := .target -}}
@@ -69,7 +105,7 @@ helpers as JSON ({"r": value}): Go templates return strings only.
 {{- else if eq $field "kind" -}}
 {{- $ok = and $ok (eq $obj.kind $want) -}}
 {{- else if eq $field "name" -}}
-{{- $ok = and $ok (eq $obj.metadata.name $want) -}}
+{{- $ok = and $ok (eq $obj.metadata.name (ternary (include "fedplace.namespace" (list $.root $want)) $want (eq $obj.kind "Namespace"))) -}}
 {{- else if eq $field "namespace" -}}
 {{- $ok = and $ok (eq ($obj.metadata.namespace | default "") $want) -}}
 {{- else if and (eq $field "labelSelector") (hasPrefix "!" $want) (not (contains "," $want)) -}}
@@ -177,8 +213,7 @@ helpers as JSON ({"r": value}): Go templates return strings only.
 {{- $where := printf "%s/kustomization.yaml, patch %s" .dir ($entry.path | default "(inline)") -}}
 {{- $body := "" -}}
 {{- if $entry.path -}}
-{{- $body = .root.Files.Get (printf "%s/%s" .dir $entry.path) -}}
-{{- if not $body -}}{{- fail (printf "%s: file missing" $where) -}}{{- end -}}
+{{- $body = include "fedplace.file" (list .root (printf "%s/%s" .dir $entry.path)) -}}
 {{- else -}}
 {{- $body = $entry.patch -}}
 {{- end -}}
@@ -194,7 +229,7 @@ helpers as JSON ({"r": value}): Go templates return strings only.
 {{- if not $entry.target -}}{{- fail (printf "%s: the chart needs a target" $where) -}}{{- end -}}
 {{- $out := list -}}
 {{- range $obj := .objs -}}
-{{- if include "fedplace.matches" (dict "obj" $obj "target" $entry.target) -}}
+{{- if include "fedplace.matches" (dict "root" $.root "obj" $obj "target" $entry.target) -}}
 {{- if $isList -}}
 {{- $out = append $out (include "fedplace.jsonpatch" (dict "obj" $obj "ops" $ops "where" $where) | fromJson).r -}}
 {{- else if eq (index $smp "$patch" | default "") "delete" -}}
@@ -230,8 +265,7 @@ helpers as JSON ({"r": value}): Go templates return strings only.
 {{- $key = first (splitList "=" $file) -}}
 {{- $path = last (splitList "=" $file) -}}
 {{- end -}}
-{{- $text := $.root.Files.Get (printf "%s/%s" $.dir $path) -}}
-{{- if not $text -}}{{- fail (printf "%s/%s is missing" $.dir $path) -}}{{- end -}}
+{{- $text := include "fedplace.file" (list $.root (printf "%s/%s" $.dir $path)) -}}
 {{- $_ := set $data $key $text -}}
 {{- end -}}
 {{- $meta := dict "name" $gen.name -}}
@@ -245,16 +279,19 @@ helpers as JSON ({"r": value}): Go templates return strings only.
 {{- end -}}
 
 {{- /* fedplace.component: a component's objects added to objs and its patches applied, as kustomize
-     does for a component listed in an overlay. Custom resources of a CRD the component itself
-     installs are left out until the API server serves them (see values.yaml, packs.schedulingpolicy).
-     (dict root name objs) -> {"r": objs} */ -}}
+     does for a component listed in an overlay; or an overlay's, on objs its base (a "../"
+     resource) built. Custom resources of a CRD the component itself installs are left out until
+     the API server serves them (see values.yaml, packs.schedulingpolicy).
+     (dict root dir objs) -> {"r": objs} */ -}}
 {{- define "fedplace.component" -}}
-{{- $dir := printf "files/components/%s" .name -}}
+{{- $dir := .dir -}}
 {{- $k := (include "fedplace.kustomization" (list .root $dir) | fromJson).r -}}
 {{- $objs := .objs -}}
 {{- $new := list -}}
 {{- range $res := $k.resources -}}
+{{- if not (hasPrefix "../" $res) -}}
 {{- $new = concat $new (include "fedplace.yaml" (list $.root (printf "%s/%s" $dir $res)) | fromJson).r -}}
+{{- end -}}
 {{- end -}}
 {{- $groups := list -}}
 {{- range $obj := $new -}}
@@ -276,27 +313,56 @@ helpers as JSON ({"r": value}): Go templates return strings only.
 {{- range $p := $k.patches -}}
 {{- $objs = (include "fedplace.patch" (dict "root" $.root "dir" $dir "patch" $p "objs" $objs) | fromJson).r -}}
 {{- end -}}
-{{- if or $k.components $k.secretGenerator $k.labels $k.images -}}
+{{- /* An overlay's components (cert-manager's: cluster-crd) are the values' to pick. */ -}}
+{{- if or (and $k.components (ne $k.kind "Kustomization")) $k.secretGenerator $k.labels $k.images -}}
 {{- fail (printf "%s/kustomization.yaml: components, secretGenerator, labels and images of a component are not interpreted by the chart" $dir) -}}
 {{- end -}}
 {{- toJson (dict "r" $objs) -}}
 {{- end -}}
 
-{{- /* fedplace.image: the fedplace image: values, else deploy/base/kustomization.yaml (images: fedplace). */ -}}
+{{- /* fedplace.image: the fedplace image: image.repository (required: the image is not published)
+     and image.tag (empty: the chart's appVersion; sha256:... pins a digest). */ -}}
 {{- define "fedplace.image" -}}
-{{- $k := (include "fedplace.kustomization" (list . "files/base") | fromJson).r -}}
-{{- $repo := "" -}}
-{{- $tag := "" -}}
-{{- range $k.images -}}
-{{- if eq .name "fedplace" -}}
-{{- $repo = .newName -}}
-{{- $tag = .newTag -}}
-{{- end -}}
-{{- end -}}
-{{- $repo = .Values.image.repository | default $repo -}}
-{{- $tag = .Values.image.tag | default $tag -}}
-{{- if not (and $repo $tag) -}}{{- fail "no fedplace image: set image.repository and image.tag" -}}{{- end -}}
+{{- $repo := required "image.repository is required: the fedplace image is not published to a public registry. Build it from the repository's Dockerfile, push it to a registry your cluster pulls from, and set image.repository (deploy/helm/fedplace/README.md, \"The image\")" .Values.image.repository -}}
+{{- $tag := .Values.image.tag | default .Chart.AppVersion -}}
 {{- if hasPrefix "sha256:" $tag -}}{{- printf "%s@%s" $repo $tag -}}{{- else -}}{{- printf "%s:%s" $repo $tag -}}{{- end -}}
+{{- end -}}
+
+{{- /* fedplace.podValues: a component's pod values applied, in place, to a pod template:
+       podAnnotations  added (yours win)        podLabels  added (deploy/'s win: selectors)
+       imagePullSecrets  the global ones, then the component's, after deploy/'s
+       nodeSelector  added (yours win)          tolerations  appended
+       affinity  replaces deploy/'s             priorityClassName  set
+       podSecurityContext  its keys replace deploy/'s, one level deep
+     and, per container named in containers: resources (replace) and securityContext (its keys
+     replace deploy/'s, one level deep). (dict template values pullSecrets containers) */ -}}
+{{- define "fedplace.podValues" -}}
+{{- $v := .values -}}
+{{- $meta := .template.metadata -}}
+{{- $spec := .template.spec -}}
+{{- with $v.podAnnotations -}}{{- $_ := set $meta "annotations" (merge (deepCopy .) ($meta.annotations | default dict)) -}}{{- end -}}
+{{- with $v.podLabels -}}{{- $_ := set $meta "labels" (merge (deepCopy ($meta.labels | default dict)) .) -}}{{- end -}}
+{{- with concat (.pullSecrets | default list) ($v.imagePullSecrets | default list) -}}
+{{- $_ := set $spec "imagePullSecrets" (concat ($spec.imagePullSecrets | default list) .) -}}
+{{- end -}}
+{{- with $v.nodeSelector -}}{{- $_ := set $spec "nodeSelector" (merge (deepCopy .) ($spec.nodeSelector | default dict)) -}}{{- end -}}
+{{- with $v.tolerations -}}{{- $_ := set $spec "tolerations" (concat ($spec.tolerations | default list) .) -}}{{- end -}}
+{{- with $v.affinity -}}{{- $_ := set $spec "affinity" . -}}{{- end -}}
+{{- with $v.priorityClassName -}}{{- $_ := set $spec "priorityClassName" . -}}{{- end -}}
+{{- with $v.podSecurityContext -}}
+{{- $sc := deepCopy ($spec.securityContext | default dict) -}}
+{{- range $k, $x := . -}}{{- $_ := set $sc $k $x -}}{{- end -}}
+{{- $_ := set $spec "securityContext" $sc -}}
+{{- end -}}
+{{- range $c := $spec.containers -}}
+{{- $cv := index $.containers $c.name | default dict -}}
+{{- with $cv.resources -}}{{- $_ := set $c "resources" . -}}{{- end -}}
+{{- with $cv.securityContext -}}
+{{- $sc := deepCopy ($c.securityContext | default dict) -}}
+{{- range $k, $x := . -}}{{- $_ := set $sc $k $x -}}{{- end -}}
+{{- $_ := set $c "securityContext" $sc -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{- /* fedplace.containerSecurity: a container's securityContext, as every container of deploy/base has it. */ -}}
