@@ -13,7 +13,7 @@ package io.k8s.federation.placement.decision
 
 import data.io.k8s.federation.karmada
 
-annotations[karmada.excluded_key] := sort(karmada.forbidden) if karmada.decided
+annotations[karmada.excluded_key] := karmada.excluded_value if karmada.decided
 
 annotations[karmada.why_key] := karmada.why if karmada.decided
 
