@@ -10,28 +10,40 @@
 # that placement. This pack:
 #
 #   bindings   narrows spec.placement: the clusters the template's requirements
-#              forbid join the exclude list of clusterAffinity and of every
-#              clusterAffinities term (clusterAffinity is created when there is
-#              neither). The user's own exclusions stay; nothing else is touched.
-#              A binding is never denied (Karmada's controllers write it): when no
-#              cluster is allowed every cluster is excluded, the binding says why
-#              and the template gets a Warning Event.
+#              forbid join every exclude list the scheduler reads: that of
+#              clusterAffinity, else those of every clusterAffinities term and
+#              of each of its overflowAffinities tiers (clusterAffinity is
+#              created when there is none). The user's own exclusions stay;
+#              nothing else is touched. A binding is never denied (Karmada's
+#              controllers write it): when no cluster is allowed every cluster
+#              is excluded, the binding says why and the template gets a
+#              Warning Event. A binding decided before whose template cannot be
+#              judged (not replicated, malformed requirements, its kind's
+#              setting broken) keeps the exclusions decided last.
 #   templates  (setting control_plane "karmada") denied when their requirements
 #              are malformed or no cluster satisfies them;
 #   policies   a (Cluster)PropagationPolicy denied when, for a template it
-#              selects, its explicit clusterNames name only forbidden clusters.
+#              selects, its explicit clusterNames (overflow tiers included)
+#              name only forbidden clusters.
 #
 # What a binding carries afterwards:
-#   fedplace.io/excluded-clusters  the clusters the policy forbids (JSON list)
+#   fedplace.io/excluded-clusters  the clusters the policy forbids: a JSON list,
+#                                  or {"allExcept": [...]} (every cluster but
+#                                  those) when that is shorter
 #   fedplace.io/placement          why, in words: the requirements and the
-#                                  excluded clusters, or each cluster's values
-#                                  when none is allowed
-#   fedplace.io/exclusions-added   the exclude entries the policy added, per
-#                                  list ({"clusterAffinity": [...],
-#                                  "clusterAffinities/0": [...]}): what the next
-#                                  decision may take back. Written by the patch
-#                                  only, never by remediation, which compares the
-#                                  first two.
+#                                  excluded clusters (bounded), or each
+#                                  cluster's values when none is allowed
+#   fedplace.io/exclusions-added   the record, per list the policy added to
+#                                  ({"clusterAffinity": {"user": n, "digest": d},
+#                                  "clusterAffinities/0/overflowAffinities/1":
+#                                  ...}): the list written began with n user
+#                                  entries and had digest d. Written by the
+#                                  patch only, never by remediation, which
+#                                  compares the first two.
+#
+# The user's entries of a list: those the binding's replicated
+# (Cluster)PropagationPolicy holds in the same list, and all of a list the
+# record does not describe (Karmada's detector rewrote it), else its first n.
 #
 # Clusters are the replicated Karmada Cluster objects (data.kubernetes.clusters,
 # cluster.karmada.io); their region is spec.region, their PCI level the
