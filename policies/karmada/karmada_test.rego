@@ -541,8 +541,9 @@ test_an_older_record_of_names_is_still_read if {
 
 # -- size at thousands of clusters ----------------------------------------------------------
 
-test_all_but_one_of_5000_clusters_stays_small if {
-	many := {sprintf("member%d", [i]): cluster(sprintf("member%d", [i]), "us-east-1", "1") | some i in numbers.range(1, 5000)}
+# (5,000 clusters on real Karmada: tests/packs/karmada/test_real_karmada.py.)
+test_all_but_one_of_1000_clusters_stays_small if {
+	many := {sprintf("member%d", [i]): cluster(sprintf("member%d", [i]), "us-east-1", "1") | some i in numbers.range(1, 1000)}
 	fleet := object.union(many, {"member1": cluster("member1", "eu-west-1", "3")})
 	b := binding("strict", null)
 	d := admission with input as b with data.kubernetes.clusters as fleet with data.kubernetes.deployments as templates
@@ -550,11 +551,11 @@ test_all_but_one_of_5000_clusters_stays_small if {
 		[{"op": "add", "path": "/metadata/annotations", "value": {k: json.marshal(v) | some k, v in d.annotations; not is_string(v)}}],
 		array.concat([{"op": "add", "path": "/metadata/annotations/fedplace.io~1placement", "value": d.annotations["fedplace.io/placement"]}], patch_of(d)),
 	))
-	count(after.spec.placement.clusterAffinity.exclude) == 4999
+	count(after.spec.placement.clusterAffinity.exclude) == 999
 	not "member1" in after.spec.placement.clusterAffinity.exclude
 	after.metadata.annotations["fedplace.io/excluded-clusters"] == `{"allExcept":["member1"]}`
 	why := after.metadata.annotations["fedplace.io/placement"]
-	endswith(why, "4999 of 5000 clusters, every one but member1")
+	endswith(why, "999 of 1000 clusters, every one but member1")
 	sum([count(after.metadata.annotations[k]) | some k in ["fedplace.io/excluded-clusters", "fedplace.io/placement", "fedplace.io/exclusions-added"]]) < 400
 }
 
