@@ -180,17 +180,21 @@ def policy_entry(namespace: str, configmap: str, modules: int, errors: Mapping[s
             "warnings": [str(w.get("message") or "") for w in warnings]}
 
 
-def excluded_of(value: Any) -> list[str] | None:
-    """The clusters a fedplace.io/excluded-clusters value names (a JSON list, as the webhook writes
-    it, or the decision's list), sorted; None when absent or unreadable."""
+def excluded_of(value: Any, clusters: Iterable[str]) -> list[str] | None:
+    """The clusters a fedplace.io/excluded-clusters value names, sorted; None when absent or
+    unreadable. The value (the annotation's JSON text, or the decision's value) is a list of the
+    excluded names, or ``{"allExcept": [names]}``: every one of ``clusters`` (the replicated
+    clusters' names) but those."""
     if isinstance(value, str):
         try:
             value = json.loads(value)
         except ValueError:
             return None
-    if not isinstance(value, list):
-        return None
-    return sorted({str(c) for c in value})
+    if isinstance(value, list):
+        return sorted({str(c) for c in value})
+    if isinstance(value, Mapping) and isinstance(value.get("allExcept"), list):
+        return sorted(set(clusters) - {str(c) for c in value["allExcept"]})
+    return None
 
 
 def template_key(binding: Mapping[str, Any]) -> tuple[str, str, str] | None:
@@ -221,12 +225,12 @@ def binding_entry(resource: str, obj: Mapping[str, Any], template: Mapping[str, 
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
     ann = _annotations(obj)
     key = template_key(obj)
-    excluded = excluded_of(ann.get(EXCLUDED))
+    names = set(cluster_names)
+    excluded = excluded_of(ann.get(EXCLUDED), names)
     why = ann.get(WHY)
     spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
     targets = spec.get("clusters") if isinstance(spec.get("clusters"), list) else []
     scheduled = sorted({str(t["name"]) for t in targets if isinstance(t, Mapping) and isinstance(t.get("name"), str)})
-    names = set(cluster_names)
     return {"resource": resource, "kind": str(obj.get("kind") or ""), "namespace": str(meta.get("namespace") or ""),
             "name": str(meta.get("name") or ""),
             "template": ({"kind": key[0], "namespace": key[1], "name": key[2], "text": template_text(key),

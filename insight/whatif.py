@@ -54,7 +54,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence, TextIO
+from typing import Any, Iterable, Mapping, Sequence, TextIO
 
 from fedplace.common.annotations import canonical_value
 from fedplace.common.opa_client import OpaClient
@@ -457,9 +457,10 @@ def _other_annotations(decision: Decision) -> dict[str, str]:
     return {k: canonical_value(v) for k, v in decision.annotations.items() if k not in (PREFS, SOURCE)}
 
 
-def _excluded(decision: Decision) -> list[str] | None:
-    """The clusters the decision excludes for a binding (its fedplace.io/excluded-clusters), or None."""
-    return excluded_of(decision.annotations.get(EXCLUDED)) if decision.error is None else None
+def _excluded(decision: Decision, clusters: Iterable[str]) -> list[str] | None:
+    """The clusters (of ``clusters``) the decision excludes for a binding (its
+    fedplace.io/excluded-clusters), or None."""
+    return excluded_of(decision.annotations.get(EXCLUDED), clusters) if decision.error is None else None
 
 
 def compare_bindings(bindings: Sequence[Workload], before: Sequence[Decision], after: Sequence[Decision],
@@ -473,7 +474,7 @@ def compare_bindings(bindings: Sequence[Workload], before: Sequence[Decision], a
 
     out = []
     for b, x, y in zip(bindings, before, after):
-        was, will = _excluded(x), _excluded(y)
+        was, will = _excluded(x, names), _excluded(y, names)
         if was == will:
             continue
         why = y.annotations.get(WHY) if y.error is None else None

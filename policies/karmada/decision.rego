@@ -1,8 +1,9 @@
 # The Karmada pack's part of the placement decision (Rego v1); the logic is in
 # karmada.rego (package io.k8s.federation.karmada).
 #
-#   annotations  on a binding: fedplace.io/excluded-clusters and
-#                fedplace.io/placement (compared by remediation)
+#   annotations  on a binding: fedplace.io/excluded-clusters (a list, or
+#                {"allExcept": [...]}) and fedplace.io/placement (compared by
+#                remediation)
 #   patches      on a binding: patches["karmada"], the narrowed exclude lists and
 #                the fedplace.io/exclusions-added record
 #   events       a Warning PlacementUnsatisfiable on the template of a binding no
@@ -13,7 +14,7 @@ package io.k8s.federation.placement.decision
 
 import data.io.k8s.federation.karmada
 
-annotations[karmada.excluded_key] := sort(karmada.forbidden) if karmada.decided
+annotations[karmada.excluded_key] := karmada.excluded_value if karmada.decided
 
 annotations[karmada.why_key] := karmada.why if karmada.decided
 

@@ -10,28 +10,40 @@
 # that placement. This pack:
 #
 #   bindings   narrows spec.placement: the clusters the template's requirements
-#              forbid join the exclude list of clusterAffinity and of every
-#              clusterAffinities term (clusterAffinity is created when there is
-#              neither). The user's own exclusions stay; nothing else is touched.
-#              A binding is never denied (Karmada's controllers write it): when no
-#              cluster is allowed every cluster is excluded, the binding says why
-#              and the template gets a Warning Event.
+#              forbid join every exclude list the scheduler reads: that of
+#              clusterAffinity, else those of every clusterAffinities term and
+#              of each of its overflowAffinities tiers (clusterAffinity is
+#              created when there is none). The user's own exclusions stay;
+#              nothing else is touched. A binding is never denied (Karmada's
+#              controllers write it): when no cluster is allowed every cluster
+#              is excluded, the binding says why and the template gets a
+#              Warning Event. A binding decided before whose template cannot be
+#              judged (not replicated, malformed requirements, its kind's
+#              setting broken) keeps the exclusions decided last.
 #   templates  (setting control_plane "karmada") denied when their requirements
 #              are malformed or no cluster satisfies them;
 #   policies   a (Cluster)PropagationPolicy denied when, for a template it
-#              selects, its explicit clusterNames name only forbidden clusters.
+#              selects, its explicit clusterNames (overflow tiers included)
+#              name only forbidden clusters.
 #
 # What a binding carries afterwards:
-#   fedplace.io/excluded-clusters  the clusters the policy forbids (JSON list)
+#   fedplace.io/excluded-clusters  the clusters the policy forbids: a JSON list,
+#                                  or {"allExcept": [...]} (every cluster but
+#                                  those) when that is shorter
 #   fedplace.io/placement          why, in words: the requirements and the
-#                                  excluded clusters, or each cluster's values
-#                                  when none is allowed
-#   fedplace.io/exclusions-added   the exclude entries the policy added, per
-#                                  list ({"clusterAffinity": [...],
-#                                  "clusterAffinities/0": [...]}): what the next
-#                                  decision may take back. Written by the patch
-#                                  only, never by remediation, which compares the
-#                                  first two.
+#                                  excluded clusters (bounded), or each
+#                                  cluster's values when none is allowed
+#   fedplace.io/exclusions-added   the record, per list the policy added to
+#                                  ({"clusterAffinity": {"user": n, "digest": d},
+#                                  "clusterAffinities/0/overflowAffinities/1":
+#                                  ...}): the list written began with n user
+#                                  entries and had digest d. Written by the
+#                                  patch only, never by remediation, which
+#                                  compares the first two.
+#
+# The user's entries of a list: those the binding's replicated
+# (Cluster)PropagationPolicy holds in the same list, and all of a list the
+# record does not describe (Karmada's detector rewrote it), else its first n.
 #
 # Clusters are the replicated Karmada Cluster objects (data.kubernetes.clusters,
 # cluster.karmada.io); their region is spec.region, their PCI level the
@@ -167,15 +179,68 @@ requirements_text := t if {
 	t := placement.requirements_text with input as template
 }
 
+# -- the last decision, from the binding's own annotations ---------------------------
+
+# The clusters fedplace.io/excluded-clusters names: a JSON list of names, or
+# {"allExcept": [names]} (every cluster known now but those). Undefined when the
+# binding has none or it is unreadable: the binding was never decided.
+last_excluded := s if {
+	v := json.unmarshal(input.metadata.annotations[excluded_key])
+	is_array(v)
+	s := {x | some x in v; is_string(x)}
+} else := s if {
+	v := json.unmarshal(input.metadata.annotations[excluded_key])
+	is_array(v.allExcept)
+	s := all_clusters - {x | some x in v.allExcept}
+}
+
+decided_before if last_excluded
+
+# -- what the binding must not use -------------------------------------------------------
+
+# The binding's kind has no usable karmada_templates entry (the setting is not
+# an object, or the kind's plural is malformed).
+kind_setting_broken if not is_object(templates)
+
+kind_setting_broken if {
+	is_object(templates)
+	plural := templates[resource.kind]
+	not valid_template(resource.kind, plural)
+}
+
+# A binding decided before whose template cannot be judged now keeps what
+# was decided last: its template not replicated (yet), its requirements
+# malformed, or the setting naming its kind broken.
+keeping if {
+	decided_before
+	not template
+}
+
+keeping if {
+	decided_before
+	count(requirement_errors) > 0
+}
+
+# A decided binding of a kind whose setting is broken is decided (keeping);
+# other bindings of such a kind, never decided, are left alone.
+decided if {
+	binding
+	kind_setting_broken
+	decided_before
+}
+
 # Clusters the binding must not use. A template not replicated (yet) or with
-# malformed requirements may use none: fail closed; remediation narrows the
-# binding again once the template is known.
+# malformed requirements may use none on a binding never decided (fail
+# closed); a binding decided before keeps its last exclusions. Remediation
+# narrows the binding again once the template is known.
 forbidden := f if {
 	decided
 	f := forbidden_clusters
 }
 
-forbidden_clusters := all_clusters if not template
+forbidden_clusters := last_excluded if keeping
+
+else := all_clusters if not template
 
 else := all_clusters if count(requirement_errors) > 0
 
@@ -191,20 +256,49 @@ unsatisfiable if {
 	count(eligible) == 0
 }
 
+# fedplace.io/excluded-clusters: the smaller of the two lists, so that a
+# binding excluding all but a few of thousands of clusters stays small.
+excluded_value := sort(forbidden) if {
+	count(forbidden) <= count(all_clusters - forbidden)
+} else := {"allExcept": sort(all_clusters - forbidden)}
+
 why := msg if {
 	decided
 	msg := why_text
 }
 
-why_text := sprintf("template %s not replicated (yet): every cluster excluded until it is", [template_text]) if not template
+kept_text := sprintf("the %d cluster(s) excluded when the binding was last decided stay excluded", [count(forbidden)])
 
-else := sprintf("template %s has malformed placement annotations: %s; every cluster excluded", [template_text, concat("; ", sort(requirement_errors))]) if count(requirement_errors) > 0
+why_text := sprintf("placement setting karmada_templates names no valid plural for %s: %s", [resource.kind, kept_text]) if {
+	keeping
+	kind_setting_broken
+} else := sprintf("template %s not replicated (yet): %s until it is", [template_text, kept_text]) if {
+	keeping
+	not template
+} else := sprintf("template %s has malformed placement annotations: %s; %s", [template_text, concat("; ", sort(requirement_errors)), kept_text]) if {
+	keeping
+} else := sprintf("template %s not replicated (yet): every cluster excluded until it is", [template_text]) if {
+	not template
+} else := sprintf("template %s has malformed placement annotations: %s; every cluster excluded", [template_text, concat("; ", sort(requirement_errors))]) if {
+	count(requirement_errors) > 0
+} else := sprintf("template %s has no placement requirements", [template_text]) if {
+	not asks
+} else := sprintf("no cluster satisfies the placement policy (%s): %s", [requirements_text, values_text]) if {
+	count(eligible) == 0
+} else := sprintf("clusters excluded by the placement policy (%s): %s", [requirements_text, excluded_text])
 
-else := sprintf("template %s has no placement requirements", [template_text]) if not asks
-
-else := sprintf("no cluster satisfies the placement policy (%s): %s", [requirements_text, values_text]) if count(eligible) == 0
-
-else := sprintf("clusters excluded by the placement policy (%s): %s", [requirements_text, names_text(forbidden)])
+# The excluded clusters in words, bounded: their names when few, else the
+# allowed ones when few, else a count and the first names (the exact set is
+# fedplace.io/excluded-clusters).
+excluded_text := names_text(forbidden) if {
+	count(forbidden) <= values_shown
+} else := sprintf("%d of %d clusters, every one but %s", [count(forbidden), count(all_clusters), names_text(all_clusters - forbidden)]) if {
+	count(all_clusters - forbidden) <= values_shown
+} else := sprintf("%d of %d clusters: %s and %d more", [
+	count(forbidden), count(all_clusters),
+	concat(", ", [n | some i, n in sort(forbidden); i < values_shown]),
+	count(forbidden) - values_shown,
+])
 
 values_text := concat("; ", array.concat(shown, more)) if {
 	names := sort(all_clusters)
@@ -231,30 +325,92 @@ unsatisfiable_event := {
 
 placement_spec := object.get(input, ["spec", "placement"], null)
 
-# What the last decision added, per exclude list (fedplace.io/exclusions-added).
+# The record (fedplace.io/exclusions-added): per exclude list fedplace wrote,
+# {"user": n, "digest": d}: the list it wrote began with n entries of the
+# user's and had the digest d. Older records held the added names instead
+# (a list); they are still read.
 record := r if {
-	raw := input.metadata.annotations[added_key]
-	json.is_valid(raw)
-	r := json.unmarshal(raw)
+	r := json.unmarshal(input.metadata.annotations[added_key])
 	is_object(r)
 } else := {}
 
-# The exclude lists of the placement, each decided once: record key ->
-# {path, current: the list now, added: what the policy adds, new: the list after}.
-locations["clusterAffinity"] := location("clusterAffinity", "/spec/placement/clusterAffinity/exclude", affinity) if {
+# A list's digest: the first 16 hex digits of the SHA-256 of its JSON.
+list_digest(l) := substring(crypto.sha256(json.marshal(l)), 0, 16)
+
+# The PropagationPolicy or ClusterPropagationPolicy the binding's placement was
+# copied from (Karmada's detector names it in the binding's annotations), when
+# replicated.
+source_policy := p if {
+	annotations := object.get(input, ["metadata", "annotations"], {})
+	p := replicated.namespaced_object(
+		"propagationpolicies",
+		annotations["propagationpolicy.karmada.io/namespace"],
+		annotations["propagationpolicy.karmada.io/name"],
+	)
+	p.kind == "PropagationPolicy"
+} else := p if {
+	p := replicated.cluster_object("clusterpropagationpolicies", input.metadata.annotations["clusterpropagationpolicy.karmada.io/name"])
+	p.kind == "ClusterPropagationPolicy"
+}
+
+source_placement := p if {
+	p := source_policy.spec.placement
+	is_object(p)
+} else := {}
+
+# The exclude lists of the placement the scheduler reads, each decided once:
+# record key -> {path, current: the list now, user: the user's entries in it,
+# added: what the policy adds, new: the list after}. clusterAffinity when set
+# (the scheduler then ignores clusterAffinities), else every clusterAffinities
+# term and every overflowAffinities tier of each term.
+locations["clusterAffinity"] := location(
+	"clusterAffinity",
+	"/spec/placement/clusterAffinity/exclude",
+	affinity,
+	object.get(source_placement, "clusterAffinity", {}),
+) if {
 	affinity := placement_spec.clusterAffinity
 	is_object(affinity)
 }
 
-locations[key] := location(key, sprintf("/spec/placement/clusterAffinities/%d/exclude", [i]), term) if {
+locations[key] := location(key, sprintf("/spec/placement/clusterAffinities/%d/exclude", [i]), term, policy_term(i)) if {
 	some i, term in placement_spec.clusterAffinities
 	is_object(term)
 	key := sprintf("clusterAffinities/%d", [i])
 }
 
-location(key, path, affinity) := {"path": path, "current": current, "added": added, "new": array.concat(user, added)} if {
+locations[key] := location(
+	key,
+	sprintf("/spec/placement/clusterAffinities/%d/overflowAffinities/%d/exclude", [i, j]),
+	tier,
+	policy_tier(i, j),
+) if {
+	some i, term in placement_spec.clusterAffinities
+	is_object(term)
+	some j, tier in term.overflowAffinities
+	is_object(tier)
+	key := sprintf("clusterAffinities/%d/overflowAffinities/%d", [i, j])
+}
+
+policy_term(i) := t if {
+	t := source_placement.clusterAffinities[i]
+	is_object(t)
+} else := {}
+
+policy_tier(i, j) := t if {
+	t := source_placement.clusterAffinities[i].overflowAffinities[j]
+	is_object(t)
+} else := {}
+
+location(key, path, affinity, policy_affinity) := {
+	"path": path,
+	"current": current,
+	"user": user,
+	"added": added,
+	"new": array.concat(user, added),
+} if {
 	current := exclude_list(affinity)
-	user := user_exclusions(key, current)
+	user := user_list(current, own_entries(key, current) - {x | some x in exclude_list(policy_affinity)})
 	added := sort(forbidden - {x | some x in user})
 }
 
@@ -263,18 +419,22 @@ exclude_list(affinity) := l if {
 	is_array(l)
 } else := []
 
-previously_added(key) := {x | some x in record[key]} if is_array(record[key])
+# The entries of a list that fedplace added: the tail after the user's n
+# entries when the list is exactly the one fedplace wrote (the record's
+# digest); none when anyone else wrote it since (Karmada's detector rewrote it
+# from the PropagationPolicy: all of it is the user's). An entry the
+# PropagationPolicy's own list holds is the user's in any case.
+own_entries(key, current) := {x | some i, x in current; i >= r.user} if {
+	r := record[key]
+	is_number(r.user)
+	r.digest == list_digest(current)
+} else := added_before if {
+	is_array(record[key])
+	added_before := {x | some x in record[key]}
+	count(added_before - {x | some x in current}) == 0
+} else := set()
 
-else := set()
-
-# The user's exclusions in a list: all of it when it no longer holds what the
-# policy added (Karmada's detector rewrote it from the PropagationPolicy), else
-# the list without the policy's additions. User order kept.
-user_exclusions(key, current) := user_list(previously_added(key), current)
-
-user_list(added_before, current) := current if {
-	count(added_before - {x | some x in current}) > 0
-} else := [x | some x in current; not x in added_before]
+user_list(current, own) := [x | some x in current; not x in own]
 
 exclusion_ops contains {"op": "add", "path": loc.path, "value": loc.new} if {
 	some loc in locations
@@ -300,12 +460,12 @@ exclusion_ops contains {"op": "add", "path": "/spec/placement", "value": {"clust
 	not is_object(placement_spec)
 }
 
-new_record[key] := loc.added if {
+new_record[key] := {"user": count(loc.user), "digest": list_digest(loc.new)} if {
 	some key, loc in locations
 	count(loc.added) > 0
 }
 
-new_record["clusterAffinity"] := sort(forbidden) if {
+new_record["clusterAffinity"] := {"user": 0, "digest": list_digest(sort(forbidden))} if {
 	count(locations) == 0
 	count(forbidden) > 0
 }
@@ -373,17 +533,31 @@ affinity_terms := [a] if {
 	is_array(terms)
 } else := []
 
-# Every term names clusters, and only clusters forbidden to the template.
+# A term's affinities: the term itself and each of its overflowAffinities tiers
+# (each with its own clusterNames).
+term_affinities(term) := array.concat([term], [tier | some tier in object.get(term, "overflowAffinities", [])])
+
+# Every term names clusters, and only clusters forbidden to the template, in
+# the term itself and in every overflow tier.
 names_only_forbidden(forbidden_set) if {
 	count(affinity_terms) > 0
 	every term in affinity_terms {
-		names := object.get(term, "clusterNames", [])
-		is_array(names)
-		count(names) > 0
-		every name in names {
-			name in forbidden_set
+		every affinity in term_affinities(term) {
+			names := object.get(affinity, "clusterNames", [])
+			is_array(names)
+			count(names) > 0
+			every name in names {
+				name in forbidden_set
+			}
 		}
 	}
+}
+
+# Every cluster the policy's affinities name.
+named_clusters := {n |
+	some term in affinity_terms
+	some affinity in term_affinities(term)
+	some n in object.get(affinity, "clusterNames", [])
 }
 
 policy_errors contains msg if {
@@ -397,7 +571,7 @@ policy_errors contains msg if {
 	text := placement.requirements_text with input as t
 	msg := sprintf("%s %s places %s %s only on clusters the placement policy forbids (%s): %s", [
 		input.kind, input.metadata.name, t.kind, object_text(t), text,
-		names_text({n | some term in affinity_terms; some n in term.clusterNames}),
+		names_text(named_clusters),
 	])
 }
 

@@ -281,13 +281,11 @@ karmada_binding_doc := {
 	"exclusions": karmada_exclusion_lists,
 }
 
-# The binding's fedplace.io/excluded-clusters as it is now (null: none, or unreadable).
-karmada_annotated := l if {
-	raw := input.metadata.annotations[karmada.excluded_key]
-	is_string(raw)
-	json.is_valid(raw)
-	l := json.unmarshal(raw)
-} else := null
+# The clusters the binding's fedplace.io/excluded-clusters names now (either
+# form: a list, or {"allExcept": [...]}); null: none, or unreadable.
+karmada_annotated := sort(karmada.last_excluded) if karmada.decided_before
+
+else := null
 
 # Object-level: is the template replicated, and are its annotations well formed.
 karmada_binding_checks := array.concat([karmada_template_check], [c | some c in karmada_annotation_checks])
@@ -375,25 +373,23 @@ karmada_exclusion(name) := "has" if {
 karmada_current_lists := [{"list": key, "path": loc.path, "has": loc.current} | some key, loc in karmada.locations]
 
 # Each list, what it has and what it holds after the decision's patch.
-karmada_exclusion_lists := [karmada_list_entry(key, loc.path, loc.current, karmada_after(loc)) |
+karmada_exclusion_lists := [karmada_list_entry(key, loc.path, loc.current, karmada_after(loc), loc.user) |
 	some key, loc in karmada.locations
 ] if {
 	count(karmada.locations) > 0
-} else := [karmada_list_entry("clusterAffinity", "/spec/placement/clusterAffinity/exclude", [], sort(karmada.forbidden))] if {
+} else := [karmada_list_entry("clusterAffinity", "/spec/placement/clusterAffinity/exclude", [], sort(karmada.forbidden), [])] if {
 	count(karmada.forbidden) > 0
 } else := []
 
-karmada_list_entry(key, path, has, after) := {
+karmada_list_entry(key, path, has, after, user) := {
 	"list": key,
 	"path": path,
 	"has": has,
 	"after": after,
 	"added": [x | some x in after; not x in has],
 	"removed": [x | some x in has; not x in after],
-	"policy": policy,
-	"user": [x | some x in after; not x in policy],
-} if {
-	policy := object.get(karmada.new_record, key, [])
+	"policy": [x | some x in after; not x in user],
+	"user": user,
 }
 
 # A list after the patch: the value the patch adds at its path, empty when the

@@ -120,6 +120,7 @@ test_the_binding_explanation_agrees_with_the_decision if {
 		binding("pci", {"replicaScheduling": {"replicaSchedulingType": "Duplicated"}}),
 		binding("strict", {"clusterAffinity": {"clusterNames": ["us-1"], "exclude": ["zz-user"]}}),
 		binding("strict", {"clusterAffinities": [{"affinityName": "a", "clusterNames": ["us-1"]}, {"affinityName": "b", "exclude": ["eu-1"]}]}),
+		binding("strict", {"clusterAffinities": [{"affinityName": "a", "overflowAffinities": [{"affinityName": "o", "exclude": ["zz-user"]}]}]}),
 		binding("nowhere", null),
 		binding("free", {"clusterAffinity": {"exclude": ["zz-user"]}}),
 		binding("missing", null),
@@ -128,7 +129,7 @@ test_the_binding_explanation_agrees_with_the_decision if {
 	] {
 		doc := packs(b).karmada
 		d := decide(b)
-		doc.excluded == d.annotations[excluded_key]
+		doc.excluded == excluded_names(d.annotations[excluded_key])
 		doc.why == d.annotations[why_key]
 		{name | some name, c in doc.clusters; c.eligible} == object.keys(clusters) - {x | some x in doc.excluded}
 		after := admitted(b)
@@ -138,10 +139,24 @@ test_the_binding_explanation_agrees_with_the_decision if {
 	}
 }
 
+# The clusters a fedplace.io/excluded-clusters value names (a list, or every
+# cluster but allExcept).
+excluded_names(v) := v if is_array(v)
+
+excluded_names(v) := sort(object.keys(clusters) - {x | some x in v.allExcept}) if is_object(v)
+
 exclude_at(obj, "clusterAffinity") := object.get(obj, ["spec", "placement", "clusterAffinity", "exclude"], [])
 
 exclude_at(obj, key) := object.get(obj, ["spec", "placement", "clusterAffinities", to_number(trim_prefix(key, "clusterAffinities/")), "exclude"], []) if {
 	startswith(key, "clusterAffinities/")
+	not contains(key, "/overflowAffinities/")
+}
+
+exclude_at(obj, key) := object.get(obj.spec.placement.clusterAffinities[to_number(parts[1])].overflowAffinities[to_number(parts[3])], "exclude", []) if {
+	parts := split(key, "/")
+	count(parts) == 4
+	parts[0] == "clusterAffinities"
+	parts[2] == "overflowAffinities"
 }
 
 test_a_narrowed_binding_has_its_exclusions if {
@@ -394,4 +409,20 @@ test_policy_naming_only_forbidden_clusters if {
 		"ok": false,
 	}]
 	startswith(doc.summary, "denied: ")
+}
+
+test_a_kept_binding_explains_what_it_keeps if {
+	once := admitted(binding("eu", {"clusterAffinity": {"exclude": ["zz-user"]}}))
+	rewritten := json.patch(once, [{"op": "replace", "path": "/spec/placement", "value": {"clusterAffinity": {"exclude": ["zz-user"]}}}])
+	doc := explain.packs.karmada with input as rewritten
+		with data.kubernetes.clusters as clusters
+		with data.kubernetes.deployments as {}
+	doc.excluded == ["us-1"]
+	doc.annotated == ["us-1"]
+	doc.every_cluster_excluded == false
+	contains(doc.summary, "stay excluded")
+	[l] := doc.exclusions
+	l.after == ["zz-user", "us-1"]
+	l.user == ["zz-user"]
+	l.policy == ["us-1"]
 }

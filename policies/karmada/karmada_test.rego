@@ -1,6 +1,7 @@
 package io.k8s.federation.karmada_test
 
 import data.io.k8s.federation.admission
+import data.io.k8s.federation.karmada
 import data.io.k8s.federation.remediation
 
 eu_key := "policy.federation.alpha.kubernetes.io/eu-jurisdiction-required"
@@ -70,7 +71,7 @@ test_binding_without_placement_gets_cluster_affinity if {
 	d.annotations["fedplace.io/excluded-clusters"] == ["us-1"]
 	d.patches.karmada[0] == {"op": "add", "path": "/spec/placement", "value": {"clusterAffinity": {"exclude": ["us-1"]}}}
 	after := admitted(binding("eu", null))
-	after.metadata.annotations["fedplace.io/exclusions-added"] == `{"clusterAffinity":["us-1"]}`
+	json.unmarshal(after.metadata.annotations["fedplace.io/exclusions-added"]) == {"clusterAffinity": {"user": 0, "digest": karmada.list_digest(["us-1"])}}
 	count(d.errors) == 0
 }
 
@@ -83,6 +84,7 @@ test_user_exclusions_and_everything_else_kept if {
 	placement := {"clusterAffinity": {"clusterNames": ["us-1", "eu-1"], "exclude": ["zz-user"], "labelSelector": {"matchLabels": {"tier": "a"}}}, "spreadConstraints": [{"spreadByField": "region", "maxGroups": 2}]}
 	after := admitted(binding("eu", placement))
 	after.spec.placement.clusterAffinity == {"clusterNames": ["us-1", "eu-1"], "exclude": ["zz-user", "us-1"], "labelSelector": {"matchLabels": {"tier": "a"}}}
+	json.unmarshal(after.metadata.annotations["fedplace.io/exclusions-added"]) == {"clusterAffinity": {"user": 1, "digest": karmada.list_digest(["zz-user", "us-1"])}}
 	after.spec.placement.spreadConstraints == placement.spreadConstraints
 	after.spec.resource == binding("eu", placement).spec.resource
 }
@@ -99,8 +101,8 @@ test_every_affinity_term_narrowed if {
 	]
 	not after.spec.placement.clusterAffinity
 	json.unmarshal(after.metadata.annotations["fedplace.io/exclusions-added"]) == {
-		"clusterAffinities/0": ["eu-2", "us-1"],
-		"clusterAffinities/1": ["eu-2", "us-1"],
+		"clusterAffinities/0": {"user": 0, "digest": karmada.list_digest(["eu-2", "us-1"])},
+		"clusterAffinities/1": {"user": 1, "digest": karmada.list_digest(["eu-1", "eu-2", "us-1"])},
 	}
 }
 
@@ -122,7 +124,7 @@ test_exclusions_taken_back_when_the_cluster_is_allowed_again if {
 		d.patches.karmada,
 	)
 	after.spec.placement.clusterAffinity.exclude == ["zz-user", "us-1"]
-	after.metadata.annotations["fedplace.io/exclusions-added"] == `{"clusterAffinity":["us-1"]}`
+	json.unmarshal(after.metadata.annotations["fedplace.io/exclusions-added"]) == {"clusterAffinity": {"user": 1, "digest": karmada.list_digest(["zz-user", "us-1"])}}
 }
 
 test_last_policy_exclusion_taken_back_removes_the_list if {
@@ -159,7 +161,7 @@ test_developer_cluster_names_do_not_get_forbidden_clusters if {
 
 test_no_cluster_allowed_excludes_all_and_says_why if {
 	d := decide(binding("nowhere", null))
-	d.annotations["fedplace.io/excluded-clusters"] == ["eu-1", "eu-2", "us-1"]
+	d.annotations["fedplace.io/excluded-clusters"] == {"allExcept": []}
 	why := d.annotations["fedplace.io/placement"]
 	contains(why, "no cluster satisfies the placement policy (EU jurisdiction required: true, PCI compliance level >= 9)")
 	contains(why, "us-1 (region us-east-1, pci-compliance-level 3)")
@@ -178,7 +180,7 @@ test_cluster_values_capped if {
 
 test_template_not_replicated_fails_closed if {
 	d := decide(binding("missing", null))
-	d.annotations["fedplace.io/excluded-clusters"] == ["eu-1", "eu-2", "us-1"]
+	d.annotations["fedplace.io/excluded-clusters"] == {"allExcept": []}
 	contains(d.annotations["fedplace.io/placement"], "template Deployment shop/missing not replicated (yet)")
 	count(d.errors) == 0
 	count(d.events) == 0
@@ -186,7 +188,7 @@ test_template_not_replicated_fails_closed if {
 
 test_malformed_requirements_fail_closed if {
 	d := decide(binding("broken", null))
-	d.annotations["fedplace.io/excluded-clusters"] == ["eu-1", "eu-2", "us-1"]
+	d.annotations["fedplace.io/excluded-clusters"] == {"allExcept": []}
 	contains(d.annotations["fedplace.io/placement"], "malformed placement annotations")
 	count(d.errors) == 0
 }
@@ -337,7 +339,7 @@ test_remediation_reads_bindings_placement_only if {
 		with data.io.k8s.federation.admission.errors as {"another pack objects"}
 	some n in ns
 	n.name == "nowhere-deployment"
-	n.annotations["fedplace.io/excluded-clusters"] == ["eu-1", "eu-2", "us-1"]
+	n.annotations["fedplace.io/excluded-clusters"] == {"allExcept": []}
 	n.errors == []
 
 	# The admission decision has the other pack's error; remediation ignores it.
@@ -346,4 +348,221 @@ test_remediation_reads_bindings_placement_only if {
 		with data.kubernetes.deployments as templates
 		with data.io.k8s.federation.admission.errors as {"another pack objects"}
 	d.errors == {"another pack objects"}
+}
+
+# -- overflow tiers ------------------------------------------------------------------
+
+test_every_overflow_tier_narrowed if {
+	placement := {"clusterAffinities": [{
+		"affinityName": "eu",
+		"clusterNames": ["eu-1"],
+		"overflowAffinities": [
+			{"affinityName": "us", "clusterNames": ["us-1"]},
+			{"affinityName": "any", "exclude": ["zz-user"]},
+		],
+	}]}
+	after := admitted(binding("strict", placement))
+	term := after.spec.placement.clusterAffinities[0]
+	term.exclude == ["eu-2", "us-1"]
+	term.overflowAffinities == [
+		{"affinityName": "us", "clusterNames": ["us-1"], "exclude": ["eu-2", "us-1"]},
+		{"affinityName": "any", "exclude": ["zz-user", "eu-2", "us-1"]},
+	]
+	object.keys(json.unmarshal(after.metadata.annotations["fedplace.io/exclusions-added"])) == {
+		"clusterAffinities/0",
+		"clusterAffinities/0/overflowAffinities/0",
+		"clusterAffinities/0/overflowAffinities/1",
+	}
+	admitted(after) == after
+}
+
+test_policy_overflow_tier_with_an_allowed_cluster_is_admitted if {
+	d := decide_policy(propagation_policy({"clusterAffinities": [{
+		"affinityName": "a", "clusterNames": ["us-1"],
+		"overflowAffinities": [{"affinityName": "b", "clusterNames": ["eu-1"]}],
+	}]}))
+	count(d.errors) == 0
+}
+
+test_policy_overflow_tiers_all_forbidden_is_denied if {
+	d := decide_policy(propagation_policy({"clusterAffinities": [{
+		"affinityName": "a", "clusterNames": ["us-1"],
+		"overflowAffinities": [{"affinityName": "b", "clusterNames": ["us-1"]}],
+	}]}))
+	d.errors == {"PropagationPolicy shop-eu places Deployment shop/eu only on clusters the placement policy forbids (EU jurisdiction required: true, PCI compliance level >= 0): us-1"}
+}
+
+test_policy_overflow_tier_selecting_by_labels_is_admitted if {
+	d := decide_policy(propagation_policy({"clusterAffinities": [{
+		"affinityName": "a", "clusterNames": ["us-1"],
+		"overflowAffinities": [{"affinityName": "b", "labelSelector": {"matchLabels": {"x": "y"}}}],
+	}]}))
+	count(d.errors) == 0
+}
+
+# -- a binding decided before keeps what it cannot judge ---------------------------------
+
+patch_of(d) := object.get(d, ["patches", "karmada"], [])
+
+# The binding as Karmada's detector writes it again: the placement reset to the
+# policy's, the annotations (fedplace's among them) kept.
+detector_rewrite(obj, placement) := json.patch(obj, [{"op": "replace", "path": "/spec/placement", "value": placement}])
+
+test_update_with_the_template_gone_keeps_the_last_exclusions if {
+	once := admitted(binding("strict", {"clusterAffinity": {"exclude": ["zz-user"]}}))
+	once.spec.placement.clusterAffinity.exclude == ["zz-user", "eu-2", "us-1"]
+	rewritten := detector_rewrite(once, {"clusterAffinity": {"exclude": ["zz-user"]}})
+	d := admission with input as rewritten with data.kubernetes.clusters as clusters with data.kubernetes.deployments as {}
+	d.annotations["fedplace.io/excluded-clusters"] == {"allExcept": ["eu-1"]}
+	d.annotations["fedplace.io/placement"] == "template Deployment shop/strict not replicated (yet): the 2 cluster(s) excluded when the binding was last decided stay excluded until it is"
+	after := json.patch(rewritten, patch_of(d))
+	after.spec.placement.clusterAffinity.exclude == ["zz-user", "eu-2", "us-1"]
+	count(d.events) == 0
+}
+
+test_update_with_malformed_requirements_keeps_the_last_exclusions if {
+	once := admitted(binding("eu", null))
+	broken := json.patch(once, [{"op": "replace", "path": "/spec/resource/name", "value": "broken"}])
+	d := decide(broken)
+	d.annotations["fedplace.io/excluded-clusters"] == ["us-1"]
+	contains(d.annotations["fedplace.io/placement"], "malformed placement annotations")
+	endswith(d.annotations["fedplace.io/placement"], "the 1 cluster(s) excluded when the binding was last decided stay excluded")
+	not d.patches.karmada
+}
+
+test_update_with_a_broken_setting_keeps_the_last_exclusions if {
+	once := admitted(binding("eu", {"clusterAffinity": {"exclude": ["zz-user"]}}))
+	rewritten := detector_rewrite(once, {"clusterAffinity": {"exclude": ["zz-user"]}})
+	d := admission with input as rewritten
+		with data.kubernetes.clusters as clusters
+		with data.kubernetes.deployments as templates
+		with data.io.k8s.federation.placement.settings.karmada_templates as {"Deployment": "Not A Plural"}
+	d.annotations["fedplace.io/excluded-clusters"] == ["us-1"]
+	startswith(d.annotations["fedplace.io/placement"], "placement setting karmada_templates names no valid plural for Deployment")
+	json.patch(rewritten, patch_of(d)).spec.placement.clusterAffinity.exclude == ["zz-user", "us-1"]
+
+	# Never decided: left alone, as before.
+	e := admission with input as binding("eu", null)
+		with data.kubernetes.clusters as clusters
+		with data.kubernetes.deployments as templates
+		with data.io.k8s.federation.placement.settings.karmada_templates as {"Deployment": "Not A Plural"}
+	count(e.annotations) == 0
+}
+
+test_kept_exclusions_of_all_but_a_few_take_in_a_new_cluster if {
+	nowhere := admitted(binding("nowhere", null))
+	nowhere.metadata.annotations["fedplace.io/excluded-clusters"] == `{"allExcept":[]}`
+	more := object.union(clusters, {"eu-3": cluster("eu-3", "eu-west-3", "3")})
+	d := admission with input as nowhere with data.kubernetes.clusters as more with data.kubernetes.deployments as {}
+	d.annotations["fedplace.io/excluded-clusters"] == {"allExcept": []}
+	"eu-3" in json.patch(nowhere, patch_of(d)).spec.placement.clusterAffinity.exclude
+}
+
+test_remediation_keeps_a_decided_binding_it_cannot_judge if {
+	decided_once := admitted(binding("strict", null))
+	stored := {"shop": {"strict-deployment": decided_once}}
+	ns := remediation.notifications with input as {"resources": [{"plural": "resourcebindings", "namespaced": true}]}
+		with data.kubernetes.resourcebindings as stored
+		with data.kubernetes.clusters as clusters
+		with data.kubernetes.deployments as {}
+	some n in ns
+	n.name == "strict-deployment"
+	n.annotations["fedplace.io/excluded-clusters"] == {"allExcept": ["eu-1"]}
+	contains(n.annotations["fedplace.io/placement"], "stay excluded")
+}
+
+# -- the user's exclusions, exactly ----------------------------------------------------------
+
+with_policy(obj) := json.patch(obj, [{"op": "add", "path": "/metadata/annotations", "value": object.union(
+	object.get(obj, ["metadata", "annotations"], {}),
+	{"propagationpolicy.karmada.io/name": "shop-eu", "propagationpolicy.karmada.io/namespace": "shop"},
+)}])
+
+policies_with(placement) := {"shop": {"shop-eu": propagation_policy(placement)}}
+
+test_a_user_exclusion_added_after_fedplace_added_it_stays if {
+	once := admitted(with_policy(binding("strict", {"clusterAffinity": {"exclude": ["zz-user"]}})))
+	once.spec.placement.clusterAffinity.exclude == ["zz-user", "eu-2", "us-1"]
+
+	# The user adds eu-2 to the policy; the detector writes the policy's list.
+	mine := {"clusterAffinity": {"exclude": ["zz-user", "eu-2"]}}
+	rewritten := admission with input as detector_rewrite(once, mine)
+		with data.kubernetes.clusters as clusters
+		with data.kubernetes.deployments as templates
+		with data.kubernetes.propagationpolicies as policies_with(mine)
+	after := json.patch(detector_rewrite(once, mine), patch_of(rewritten))
+	after.spec.placement.clusterAffinity.exclude == ["zz-user", "eu-2", "us-1"]
+
+	# eu-2 upgraded: allowed by the placement policy, still excluded by the user.
+	upgraded := object.union(clusters, {"eu-2": cluster("eu-2", "europe-west4", "3")})
+	d := admission with input as after
+		with data.kubernetes.clusters as upgraded
+		with data.kubernetes.deployments as templates
+		with data.kubernetes.propagationpolicies as policies_with(mine)
+	json.patch(after, patch_of(d)).spec.placement.clusterAffinity.exclude == ["zz-user", "eu-2", "us-1"]
+}
+
+test_a_user_list_equal_to_fedplaces_stays_the_users if {
+	once := admitted(with_policy(binding("strict", {"clusterAffinity": {"exclude": ["zz-user"]}})))
+
+	# The user copies the narrowed list into the policy: the detector's write
+	# leaves the binding's list exactly as fedplace wrote it.
+	mine := {"clusterAffinity": {"exclude": ["zz-user", "eu-2", "us-1"]}}
+	upgraded := object.union(clusters, {"eu-2": cluster("eu-2", "europe-west4", "3")})
+	d := admission with input as detector_rewrite(once, mine)
+		with data.kubernetes.clusters as upgraded
+		with data.kubernetes.deployments as templates
+		with data.kubernetes.propagationpolicies as policies_with(mine)
+	d.annotations["fedplace.io/excluded-clusters"] == ["us-1"]
+	json.patch(once, patch_of(d)).spec.placement.clusterAffinity.exclude == ["zz-user", "eu-2", "us-1"]
+
+	# Without the policy replicated, the list fedplace wrote is read by its record.
+	e := admission with input as detector_rewrite(once, mine)
+		with data.kubernetes.clusters as upgraded
+		with data.kubernetes.deployments as templates
+	json.patch(once, patch_of(e)).spec.placement.clusterAffinity.exclude == ["zz-user", "us-1"]
+}
+
+test_a_cluster_policy_is_read_too if {
+	b := json.patch(binding("strict", {"clusterAffinity": {"exclude": ["eu-2"]}}), [{"op": "add", "path": "/metadata/annotations", "value": {"clusterpropagationpolicy.karmada.io/name": "all"}}])
+	cpp := {"all": {"apiVersion": "policy.karmada.io/v1alpha1", "kind": "ClusterPropagationPolicy", "metadata": {"name": "all"}, "spec": {"placement": {"clusterAffinity": {"exclude": ["eu-2"]}}}}}
+	s := karmada.source_placement with input as b with data.kubernetes.clusterpropagationpolicies as cpp
+	s == {"clusterAffinity": {"exclude": ["eu-2"]}}
+}
+
+test_an_older_record_of_names_is_still_read if {
+	b := json.patch(binding("eu", {"clusterAffinity": {"exclude": ["zz-user", "eu-2", "us-1"]}}), [{"op": "add", "path": "/metadata/annotations", "value": {
+		"fedplace.io/excluded-clusters": `["eu-2","us-1"]`,
+		"fedplace.io/exclusions-added": `{"clusterAffinity":["eu-2","us-1"]}`,
+	}}])
+	d := decide(b)
+	json.patch(b, patch_of(d)).spec.placement.clusterAffinity.exclude == ["zz-user", "us-1"]
+}
+
+# -- size at thousands of clusters ----------------------------------------------------------
+
+# (5,000 clusters on real Karmada: tests/packs/karmada/test_real_karmada.py.)
+test_all_but_one_of_1000_clusters_stays_small if {
+	many := {sprintf("member%d", [i]): cluster(sprintf("member%d", [i]), "us-east-1", "1") | some i in numbers.range(1, 1000)}
+	fleet := object.union(many, {"member1": cluster("member1", "eu-west-1", "3")})
+	b := binding("strict", null)
+	d := admission with input as b with data.kubernetes.clusters as fleet with data.kubernetes.deployments as templates
+	after := json.patch(b, array.concat(
+		[{"op": "add", "path": "/metadata/annotations", "value": {k: json.marshal(v) | some k, v in d.annotations; not is_string(v)}}],
+		array.concat([{"op": "add", "path": "/metadata/annotations/fedplace.io~1placement", "value": d.annotations["fedplace.io/placement"]}], patch_of(d)),
+	))
+	count(after.spec.placement.clusterAffinity.exclude) == 999
+	not "member1" in after.spec.placement.clusterAffinity.exclude
+	after.metadata.annotations["fedplace.io/excluded-clusters"] == `{"allExcept":["member1"]}`
+	why := after.metadata.annotations["fedplace.io/placement"]
+	endswith(why, "999 of 1000 clusters, every one but member1")
+	sum([count(after.metadata.annotations[k]) | some k in ["fedplace.io/excluded-clusters", "fedplace.io/placement", "fedplace.io/exclusions-added"]]) < 400
+}
+
+test_many_excluded_named_in_part if {
+	many := {sprintf("c%02d", [i]): cluster(sprintf("c%02d", [i]), "us-east-1", "1") | some i in numbers.range(1, 50)}
+	fleet := object.union(many, {sprintf("e%02d", [i]): cluster(sprintf("e%02d", [i]), "eu-west-1", "3") | some i in numbers.range(1, 60)})
+	d := admission with input as binding("strict", null) with data.kubernetes.clusters as fleet with data.kubernetes.deployments as templates
+	count(d.annotations["fedplace.io/excluded-clusters"]) == 50
+	endswith(d.annotations["fedplace.io/placement"], ": 50 of 110 clusters: c01, c02, c03, c04, c05, c06, c07, c08, c09, c10, c11, c12, c13, c14, c15, c16, c17, c18, c19, c20 and 30 more")
 }

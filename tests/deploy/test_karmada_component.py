@@ -41,6 +41,8 @@ KARMADA_CLUSTERS = ("cluster.karmada.io", "v1alpha1", "clusters", False)
 FEDERATION_CLUSTERS = ("federation.fedplace.io", "v1beta1", "clusters", False)
 BINDINGS = {("work.karmada.io", "v1alpha2", "resourcebindings", True),
             ("work.karmada.io", "v1alpha2", "clusterresourcebindings", False)}
+POLICIES = {("policy.karmada.io", "v1alpha1", "propagationpolicies", True),
+            ("policy.karmada.io", "v1alpha1", "clusterpropagationpolicies", False)}
 # (group, version, resource, scope) the component adds to the webhook, each for CREATE and UPDATE.
 KARMADA_RULES = {("work.karmada.io", "v1alpha2", "resourcebindings", "Namespaced"),
                  ("work.karmada.io", "v1alpha2", "clusterresourcebindings", "Cluster"),
@@ -140,7 +142,8 @@ def test_component_changes_only_what_it_should(overlay: Rendered, rendered: dict
     changed = {k for k in set(after) & set(before) if after[k] != before[k]}
     assert changed == {("apps", "Deployment", NS, "opa"), ("apps", "Deployment", NS, "fedplace-admission"),
                        ("admissionregistration.k8s.io", "MutatingWebhookConfiguration", None, "fedplace-admission"),
-                       ("rbac.authorization.k8s.io", "ClusterRole", None, "fedplace:opa-kube-sync")}
+                       ("rbac.authorization.k8s.io", "ClusterRole", None, "fedplace:opa-kube-sync"),
+                       ("v1", "Namespace", None, NS)}  # labelled to stay on karmada-apiserver
 
 
 @pytest.mark.parametrize("version", ("1.25", "latest"))
@@ -233,7 +236,7 @@ def test_sync_replicates_karmada_clusters_instead_of_the_federation_ones(overlay
     got, before = resources(overlay), resources(base_of(overlay, rendered))
     assert KARMADA_CLUSTERS in got and FEDERATION_CLUSTERS not in got
     assert [r for r in got if r[2] == "clusters"] == [KARMADA_CLUSTERS], "one data.kubernetes.clusters"
-    assert got - before == {KARMADA_CLUSTERS} | BINDINGS
+    assert got - before == {KARMADA_CLUSTERS} | BINDINGS | POLICIES
     assert before - got == {FEDERATION_CLUSTERS}
     assert sync_config(overlay).replicate_path == "kubernetes", "the packs read data.kubernetes"
 
@@ -296,7 +299,10 @@ def test_sync_may_read_karmada_clusters_and_bindings(variant: Rendered):
         assert all(covers(got, None, group, plural, v) for v in verbs), "cluster-wide"
     assert {v for _, g, res, v in got if (g, res) == ("cluster.karmada.io", "clusters")} == {"list", "watch"}
     assert not {v for _, g, _, v in got if g == "federation.fedplace.io"}, "federation Clusters not replicated"
-    assert not {v for _, g, _, v in got if g == "policy.karmada.io"}, "policies come in through the webhook only"
+    for plural in ("propagationpolicies", "clusterpropagationpolicies"):
+        verbs = {v for _, g, res, v in got if (g, res) == ("policy.karmada.io", plural)}
+        assert verbs == {"list", "watch"}, f"{plural}: replicated (the user's exclude entries), never written"
+        assert covers(got, None, "policy.karmada.io", plural, "list"), "cluster-wide"
 
 
 def test_enforced_remediation_covers_bindings_in_either_order(with_component: dict[str, Rendered]):
@@ -313,6 +319,17 @@ def test_enforced_remediation_covers_bindings_in_either_order(with_component: di
 
 
 # -- where each object goes ----------------------------------------------------------------
+
+
+def test_the_opa_namespace_stays_on_karmada_apiserver(variant: Rendered):
+    """Karmada's namespace controller copies every namespace to the members unless it is labelled."""
+    (ns,) = [o for o in variant.of_kind("Namespace") if o["metadata"]["name"] == NS]
+    assert ns["metadata"]["labels"]["namespace.karmada.io/skip-auto-propagation"] == "true"
+
+
+def test_sync_replicates_the_propagation_policies(variant: Rendered):
+    """The user's exclude entries of a binding are those its (Cluster)PropagationPolicy holds."""
+    assert {r for r in resources(variant) if r[0] == "policy.karmada.io"} == POLICIES
 
 
 def test_every_object_says_which_api_server_it_goes_to(variant: Rendered):

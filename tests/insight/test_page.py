@@ -1041,7 +1041,7 @@ def karmada_view() -> dict[str, Any]:
     clusters = {n: karmada_cluster(n, r, p) for n, (r, p) in KARMADA_CLUSTERS.items()}
     templates = {("Deployment", NS, n): template(n, a) for n, a in TEMPLATES.items()}
 
-    def rb(name: str, excluded: list[str] | None, why: str | None = None, **extra: Any) -> dict[str, Any]:
+    def rb(name: str, excluded: Any, why: str | None = None, **extra: Any) -> dict[str, Any]:
         b = resource_binding(name)
         ann = {**({EXCLUDED: json.dumps(excluded)} if excluded is not None else {}), **({WHY: why} if why else {})}
         b["metadata"]["annotations"] = ann
@@ -1050,7 +1050,7 @@ def karmada_view() -> dict[str, Any]:
 
     bindings = [("resourcebindings", rb("web", ["us-1"], "clusters excluded by the placement policy (…): us-1",
                                         clusters=[{"name": "eu-1", "replicas": 2}])),
-                ("resourcebindings", rb("vault", ["eu-1", "eu-2", "us-1"], "no cluster satisfies <the> policy")),
+                ("resourcebindings", rb("vault", {"allExcept": []}, "no cluster satisfies <the> policy")),
                 ("resourcebindings", rb("blog", None)),
                 ("resourcebindings", rb("gone", ["eu-1", "eu-2", "us-1"], "template Deployment insight-shop/gone "
                                                                          "not replicated (yet)")),

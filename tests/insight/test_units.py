@@ -10,6 +10,7 @@ import yaml
 
 from fedplace.insight import cli
 from fedplace.insight.evaluate import Decision
+from fedplace.insight.view import excluded_of
 from fedplace.insight.whatif import (LabelChange, Threshold, apply_labels, bindings_of, compare_bindings,
                                      read_proposal)
 from fedplace.sync.config import parse_args
@@ -121,3 +122,18 @@ def test_bindings_and_their_exclusion_changes():
         ("g", ["a", "b"], None, [], ["a", "b"], True, False, "IngressClass g")]
     assert changes[1]["error"] == "boom"
     assert compare_bindings(found, [decided([])] * 2, [decided("[]")] * 2, []) == []
+    # The compact form: every cluster but those named.
+    changes = compare_bindings(found, [decided('{"allExcept":["a"]}'), decided(["b"])],
+                               [decided({"allExcept": []}), decided({"allExcept": ["a"]})], ["a", "b", "c"])
+    assert [(c["name"], c["before"], c["after"], c["every_cluster_before"], c["every_cluster"]) for c in changes] == [
+        ("a-deployment", ["b", "c"], ["a", "b", "c"], False, True),
+        ("g", ["b"], ["b", "c"], False, False)]
+
+
+def test_excluded_of_reads_either_form():
+    assert excluded_of('["b","a"]', ["a", "b", "c"]) == ["a", "b"]
+    assert excluded_of('{"allExcept":["a"]}', ["a", "b", "c"]) == ["b", "c"]
+    assert excluded_of({"allExcept": []}, ["a", "b"]) == ["a", "b"]
+    assert excluded_of('{"allExcept":"a"}', ["a"]) is None
+    assert excluded_of("not json", ["a"]) is None
+    assert excluded_of(None, ["a"]) is None

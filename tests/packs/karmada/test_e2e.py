@@ -23,6 +23,7 @@ from kubernetes_asyncio import client
 from devstack.karmada import CLUSTERS, PROPAGATION_POLICIES, RESOURCE_BINDINGS, install_crds
 from devstack.karmada.standins import DEPLOYMENTS, Detector, Scheduler
 from fedplace.common.kube_client import KubeApiError, kube_json
+from fedplace.insight.view import excluded_of
 from tests.fixtures.kube import ScratchNamespaces
 from tests.fixtures.stack import eventually, policy_loaded, webhook_stack
 from tests.metrics import metric
@@ -78,6 +79,7 @@ async def karmada(opa: Any, kube: Any, kube_api: client.ApiClient, kube_namespac
                 opa, kube, kube_api, tmp_path, name=f"fedplace-karmada-{app_ns}", policy_ns=policy_ns,
                 sync_flags=["--replicate", "apps/v1/deployments",
                             "--replicate", "work.karmada.io/v1alpha2/resourcebindings",
+                            "--replicate", "policy.karmada.io/v1alpha1/propagationpolicies",
                             "--replicate-cluster", "cluster.karmada.io/v1alpha1/clusters",
                             "--replicate-ignore-namespaces", policy_ns,
                             "--remediate", "enforce", "--remediate-debounce", "0.05",
@@ -124,8 +126,11 @@ async def binding(api: client.ApiClient, ns: str, name: str) -> dict[str, Any]:
     return await kube_json(api, "GET", RESOURCE_BINDINGS.object_path(name, ns))
 
 
-def excluded(obj: dict[str, Any]) -> list[str]:
-    return json.loads(obj["metadata"]["annotations"][EXCLUDED])
+def excluded(obj: dict[str, Any], clusters: dict[str, str]) -> list[str]:
+    """The test's clusters a binding's fedplace.io/excluded-clusters names (either form)."""
+    names = excluded_of(obj["metadata"]["annotations"][EXCLUDED], clusters.values())
+    assert names is not None, obj["metadata"]["annotations"][EXCLUDED]
+    return names
 
 
 async def test_templates_bindings_and_policies_on_karmada(karmada: dict[str, Any]) -> None:
@@ -161,7 +166,7 @@ async def test_templates_bindings_and_policies_on_karmada(karmada: dict[str, Any
     assert affinity["clusterNames"] == [c["us1"], c["eu1"]]
     assert affinity["exclude"][0] == "zz-user" and {c["us1"], c["eu2"]} <= set(affinity["exclude"])
     assert c["eu1"] not in affinity["exclude"]
-    assert c["us1"] in excluded(b) and c["eu1"] not in excluded(b)
+    assert c["us1"] in excluded(b, c) and c["eu1"] not in excluded(b, c)
     assert "clusters excluded by the placement policy" in b["metadata"]["annotations"][WHY]
 
     # Karmada's scheduler (stand-in) honours it.
@@ -202,12 +207,13 @@ async def test_templates_bindings_and_policies_on_karmada(karmada: dict[str, Any
         return obj if c["eu1"] in obj["spec"]["placement"]["clusterAffinity"]["exclude"] else None
 
     b = await eventually(all_excluded, what="the binding re-narrowed")
-    assert set(c.values()) <= set(excluded(b))
+    assert set(c.values()) <= set(excluded(b, c))
     why = b["metadata"]["annotations"][WHY]
     assert why.startswith("no cluster satisfies the placement policy (EU jurisdiction required: true, "
                           "PCI compliance level >= 2)")
     assert f"{c['eu1']} (region eu-west-1, pci-compliance-level 1)" in why
-    assert json.loads(b["metadata"]["annotations"][ADDED])["clusterAffinity"][-1] != "zz-other"
+    # The record: the list fedplace wrote begins with the user's one entry.
+    assert json.loads(b["metadata"]["annotations"][ADDED])["clusterAffinity"]["user"] == 1
 
     async def warned() -> bool:
         events = await kube_json(api, "GET", f"/api/v1/namespaces/{ns}/events")
@@ -259,3 +265,88 @@ async def test_a_binding_ahead_of_its_template_is_closed_then_narrowed(karmada: 
     await kube_json(api, "PATCH", f"/apis/apps/v1/namespaces/{ns}/deployments/late",
                     content_type="application/merge-patch+json", body={"metadata": {"annotations": {EU: "true"}}})
     await eventually(lambda: narrowed_to({c["eu2"], c["us1"]}), what="the binding re-narrowed after a template edit")
+
+
+async def test_a_decided_binding_keeps_its_exclusions_when_its_template_is_gone(karmada: dict[str, Any]) -> None:
+    """A binding fedplace decided before is written again (as Karmada's detector does, placement
+    reset to the policy's, annotations kept) while its template is not in OPA: it keeps the
+    exclusions decided last instead of excluding every cluster, says so, and remediation leaves
+    it so."""
+    api, opa, ns, c = karmada["api"], karmada["opa"], karmada["ns"], karmada["clusters"]
+    apps = f"/apis/apps/v1/namespaces/{ns}/deployments"
+    await kube_json(api, "POST", apps, body=deployment("keep", {EU: "true"}))
+    await eventually(lambda: replicated(opa, f"deployments/{ns}/keep"), what="the template replicated")
+    await kube_json(api, "POST", PROPAGATION_POLICIES.collection_path(ns), body=propagation_policy(
+        "keep", "keep", {"exclude": ["zz-user"]}))
+    await karmada["detector"].reconcile_once()
+    b = await binding(api, ns, "keep-deployment")
+    assert b["spec"]["placement"]["clusterAffinity"]["exclude"][0] == "zz-user"
+    before = excluded(b, c)
+    assert before == [c["us1"]]
+
+    await kube_json(api, "DELETE", f"{apps}/keep")
+
+    async def gone() -> bool:
+        return not await replicated(opa, f"deployments/{ns}/keep")
+
+    await eventually(gone, what="the template gone from OPA")
+    # The detector's write: the placement reset to the policy's, the annotations kept.
+    b["spec"]["placement"] = {"clusterAffinity": {"exclude": ["zz-user"]}}
+    b = await kube_json(api, "PUT", RESOURCE_BINDINGS.object_path("keep-deployment", ns), body=b)
+    assert c["us1"] in b["spec"]["placement"]["clusterAffinity"]["exclude"]
+    assert c["eu1"] not in b["spec"]["placement"]["clusterAffinity"]["exclude"]
+    assert excluded(b, c) == before
+    assert f"template Deployment {ns}/keep not replicated (yet)" in b["metadata"]["annotations"][WHY]
+    assert "excluded when the binding was last decided stay excluded" in b["metadata"]["annotations"][WHY]
+
+    # A cluster change makes remediation evaluate every binding: this one stays as it is.
+    await kube_json(api, "PATCH", CLUSTERS.object_path(c["eu2"], None), content_type="application/merge-patch+json",
+                    body={"metadata": {"labels": {"pci-compliance-level": "2"}}})
+    await asyncio.sleep(1.5)
+    after = await binding(api, ns, "keep-deployment")
+    assert after["spec"]["placement"] == b["spec"]["placement"]
+    assert after["metadata"]["annotations"][EXCLUDED] == b["metadata"]["annotations"][EXCLUDED]
+
+    # A new binding of an unknown template still excludes every cluster.
+    early = {"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+             "metadata": {"name": "unknown-deployment"},
+             "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": ns, "name": "unknown"}}}
+    fresh = await kube_json(api, "POST", RESOURCE_BINDINGS.collection_path(ns), body=early)
+    assert set(c.values()) <= set(fresh["spec"]["placement"]["clusterAffinity"]["exclude"])
+
+
+async def test_a_user_exclusion_fedplace_had_added_stays_the_users(karmada: dict[str, Any]) -> None:
+    """The user copies the narrowed list into the PropagationPolicy (so it names clusters
+    fedplace had added); when one of them becomes allowed, it stays excluded: it is the user's."""
+    api, opa, ns, c = karmada["api"], karmada["opa"], karmada["ns"], karmada["clusters"]
+    apps = f"/apis/apps/v1/namespaces/{ns}/deployments"
+    await kube_json(api, "POST", apps, body=deployment("own", {EU: "true", PCI: "2"}))
+    await eventually(lambda: replicated(opa, f"deployments/{ns}/own"), what="the template replicated")
+    await kube_json(api, "POST", PROPAGATION_POLICIES.collection_path(ns), body=propagation_policy(
+        "own", "own", {"exclude": ["zz-user"]}))
+    await karmada["detector"].reconcile_once()
+    narrowed = (await binding(api, ns, "own-deployment"))["spec"]["placement"]["clusterAffinity"]["exclude"]
+    assert narrowed[0] == "zz-user" and {c["eu2"], c["us1"]} <= set(narrowed) and c["eu1"] not in narrowed
+
+    await kube_json(api, "PATCH", PROPAGATION_POLICIES.object_path("own", ns),
+                    content_type="application/merge-patch+json",
+                    body={"spec": {"placement": {"clusterAffinity": {"exclude": narrowed}}}})
+
+    async def policy_replicated() -> bool:
+        status, body = await opa.request("GET", f"/v1/data/kubernetes/propagationpolicies/{ns}/own")
+        return status == 200 and (body or {}).get("result", {}).get("spec", {}).get("placement", {}) == {
+            "clusterAffinity": {"exclude": narrowed}}
+
+    await eventually(policy_replicated, what="the edited policy replicated")
+    await karmada["detector"].reconcile_once()
+
+    # eu2 upgraded: the placement policy allows it now, the user still excludes it.
+    await kube_json(api, "PATCH", CLUSTERS.object_path(c["eu2"], None), content_type="application/merge-patch+json",
+                    body={"metadata": {"labels": {"pci-compliance-level": "3"}}})
+
+    async def redecided() -> dict[str, Any] | None:
+        obj = await binding(api, ns, "own-deployment")
+        return obj if c["eu2"] not in excluded(obj, c) else None
+
+    b = await eventually(redecided, what="the binding re-decided")
+    assert b["spec"]["placement"]["clusterAffinity"]["exclude"] == narrowed
