@@ -20,12 +20,29 @@ types, or an invalid ``patch``/
 ``patches``/``events``
 non-empty ``errors``                  deny 403 listing every error,       denied
                                       Event PlacementDenied
+UPDATE whose ``errors`` the old       allow (as without errors), one      allowed /
+object has too, or of an object       warning per error, not denied       patched
+being deleted (ratcheting, below)
 annotations / patch change something  allow with one JSONPatch            patched
 nothing to change                     allow, no patch                     allowed
 ====================================  ==================================  ===========
 
 An allowed decision carries the policy's ``events`` (Events to record on other
 objects, :mod:`fedplace.admission.policy_events`).
+
+Ratcheting (UPDATE only): an update is denied only for the errors it introduces.
+When the new object has errors, :func:`needs_old_query` asks for the old object
+(``request.oldObject``) to be evaluated against the same policy, and :func:`decide`
+denies with the errors of the new object that the old one does not have (compared
+as their canonical text). Errors the old object already had are not the update's
+doing: with none introduced, the update is decided as if the policy reported no
+errors, and the errors become AdmissionReview warnings (``ratchet`` names why:
+:data:`RATCHET_PREEXISTING`). An update of an object being deleted
+(``metadata.deletionTimestamp`` set) is never denied for policy errors
+(:data:`RATCHET_DELETING`; the old object is not evaluated). When the old object's
+evaluation gives no usable list of errors (OPA failed, undefined, malformed), the
+update is denied with every error of the new object, as without ratcheting.
+CREATE is unchanged, and so are the fail-closed outcomes of the new object.
 """
 
 from __future__ import annotations
@@ -42,17 +59,25 @@ from fedplace.common.opa_query import OpaOutcome
 __all__ = [
     "Decision",
     "OpaOutcome",
+    "RATCHET_DELETING",
+    "RATCHET_PREEXISTING",
     "REASON_DENIED",
     "REASON_ENGINE",
     "UNCHECKED_OPERATIONS",
     "decide",
+    "introduced_errors",
+    "is_being_deleted",
+    "needs_old_query",
     "needs_query",
+    "policy_errors",
 ]
 
 REASON_DENIED = "PlacementDenied"
 REASON_ENGINE = "PolicyEngineUnavailable"
 UNCHECKED_OPERATIONS = frozenset({"DELETE", "CONNECT"})
 RESULT_KEYS = ("errors", "annotations", "patch", "patches", "events")
+RATCHET_PREEXISTING = "preexisting_errors"
+RATCHET_DELETING = "being_deleted"
 
 
 @dataclass(frozen=True)
@@ -61,7 +86,9 @@ class Decision:
     fail-closed denial happened (``unavailable``, ``malformed``, ``request``,
     ``undefined``, ``invalid_decision``); ``event_reason`` is set when a
     Warning Event should be recorded; ``events`` are the policy's own Events
-    about other objects (allowed decisions only)."""
+    about other objects (allowed decisions only); ``warnings`` go into the
+    AdmissionReview answer; ``ratchet`` is set (:data:`RATCHET_PREEXISTING`,
+    :data:`RATCHET_DELETING`) when an UPDATE was admitted despite policy errors."""
 
     allowed: bool
     outcome: str
@@ -71,11 +98,49 @@ class Decision:
     event_reason: str | None = None
     code: int = 200
     events: tuple[PolicyEvent, ...] = ()
+    warnings: tuple[str, ...] = ()
+    ratchet: str = ""
 
 
 def needs_query(request: AdmissionRequest, policies_exist: bool) -> bool:
     """Whether OPA must be asked: a CREATE or UPDATE while policies exist."""
     return policies_exist and request.operation not in UNCHECKED_OPERATIONS
+
+
+def is_being_deleted(obj: dict[str, Any] | None) -> bool:
+    """Whether ``obj`` carries ``metadata.deletionTimestamp`` (its deletion has begun)."""
+    meta = (obj or {}).get("metadata")
+    return isinstance(meta, dict) and bool(meta.get("deletionTimestamp"))
+
+
+def policy_errors(outcome: OpaOutcome | None) -> list[str] | None:
+    """The canonical texts of a decision's ``errors`` (``[]`` for none), or ``None`` when
+    ``outcome`` holds no usable decision (OPA failed, undefined, not an object, ``errors``
+    not a list)."""
+    if outcome is None or outcome.error is not None or not outcome.defined or not isinstance(outcome.result, dict):
+        return None
+    errors = outcome.result.get("errors")
+    if errors is None:
+        return []
+    if not isinstance(errors, list):
+        return None
+    return [_error_text(e) for e in errors]
+
+
+def needs_old_query(request: AdmissionRequest, outcome: OpaOutcome | None) -> bool:
+    """Whether the old object must be evaluated too: an UPDATE with an old object, not
+    being deleted, whose new object the policy gave errors."""
+    return (request.operation == "UPDATE" and isinstance(request.old_object, dict)
+            and not is_being_deleted(request.object) and bool(policy_errors(outcome)))
+
+
+def introduced_errors(new: list[str], old: list[str] | None) -> list[str]:
+    """The errors of ``new`` that ``old`` does not have, in order (all of ``new`` when
+    ``old`` is ``None``: the old object could not be evaluated)."""
+    if old is None:
+        return list(new)
+    before = set(old)
+    return [e for e in new if e not in before]
 
 
 def _fail_closed(cause: str, message: str) -> Decision:
@@ -88,8 +153,11 @@ def _error_text(err: Any) -> str:
     return canonical_value(err)
 
 
-def decide(request: AdmissionRequest, policies_exist: bool, outcome: OpaOutcome | None) -> Decision:
-    """The decision for ``request``; see the module docstring for the table."""
+def decide(request: AdmissionRequest, policies_exist: bool, outcome: OpaOutcome | None,
+           old_outcome: OpaOutcome | None = None) -> Decision:
+    """The decision for ``request``; see the module docstring for the table. ``old_outcome``
+    is the old object's evaluation, asked for when :func:`needs_old_query` says so (``None``
+    otherwise, or when it was not obtained)."""
     if request.operation in UNCHECKED_OPERATIONS:
         return Decision(allowed=True, outcome="allowed", message=f"{request.operation} is not checked")
     if not policies_exist:
@@ -109,10 +177,20 @@ def decide(request: AdmissionRequest, policies_exist: bool, outcome: OpaOutcome 
     errors = result.get("errors")
     if errors is not None and not isinstance(errors, list):
         return _fail_closed("malformed", "errors must be a list (or set) of strings")
+    warnings: tuple[str, ...] = ()
+    ratchet = ""
     if errors:
         texts = [_error_text(e) for e in errors]
-        return Decision(allowed=False, outcome="denied", code=403, event_reason=REASON_DENIED,
-                        message="denied by policy: " + "; ".join(texts))
+        if request.operation == "UPDATE" and is_being_deleted(request.object):
+            ratchet, note = RATCHET_DELETING, "placement policy error not enforced on an object being deleted"
+        else:
+            old = policy_errors(old_outcome) if request.operation == "UPDATE" else None
+            introduced = introduced_errors(texts, old)
+            if introduced:
+                return Decision(allowed=False, outcome="denied", code=403, event_reason=REASON_DENIED,
+                                message="denied by policy: " + "; ".join(introduced))
+            ratchet, note = RATCHET_PREEXISTING, "placement policy error not introduced by this update"
+        warnings = tuple(f"{note}: {t}" for t in texts)
     annotations = result.get("annotations")
     if annotations is not None and not isinstance(annotations, dict):
         return _fail_closed("malformed", "annotations must be an object")
@@ -126,5 +204,6 @@ def decide(request: AdmissionRequest, policies_exist: bool, outcome: OpaOutcome 
     except InvalidEvents as exc:
         return _fail_closed("invalid_decision", f"invalid policy events: {exc}")
     if patch:
-        return Decision(allowed=True, outcome="patched", patch=patch, events=events)
-    return Decision(allowed=True, outcome="allowed", events=events)
+        return Decision(allowed=True, outcome="patched", patch=patch, events=events, warnings=warnings,
+                        ratchet=ratchet)
+    return Decision(allowed=True, outcome="allowed", events=events, warnings=warnings, ratchet=ratchet)

@@ -25,7 +25,7 @@ from aiohttp import http_exceptions, web
 
 from fedplace.admission import metrics
 from fedplace.admission.config import AdmissionConfig
-from fedplace.admission.decision import Decision, OpaOutcome, decide, needs_query
+from fedplace.admission.decision import Decision, OpaOutcome, decide, needs_old_query, needs_query
 from fedplace.admission.query import query_decision
 from fedplace.admission.review import AdmissionRequest, BadReview, parse_review, review_response
 from fedplace.admission.listener import timing_middleware
@@ -175,25 +175,36 @@ class MutateHandler:
 
         policies_exist = self.policies.policies_exist()
         outcome: OpaOutcome | None = None
+        old_outcome: OpaOutcome | None = None
         if needs_query(review, policies_exist):
             assert review.object is not None
-            outcome = await query_decision(  # a Secret without its content (common/secrets.py)
-                self.opa, self.config.opa.query_path, without_secret_content(review.object),
-                deadline=deadline, attempt_timeout=self.config.opa.timeout, backoff=self.config.retry,
-                first_attempt_outside="first-attempt" in self.config.speedups,
-            )
-        decision = decide(review, policies_exist, outcome)
+            outcome = await self._query(review.object, deadline)
+            if needs_old_query(review, outcome):  # which of the errors this update introduced
+                assert review.old_object is not None
+                old_outcome = await self._query(review.old_object, deadline)
+        decision = decide(review, policies_exist, outcome, old_outcome)
         elapsed = time.monotonic() - started
         self._record_event(review, decision)
         answer = json_answer(review_response(
             review, allowed=decision.allowed, patch=decision.patch, code=decision.code, message=decision.message,
+            warnings=list(decision.warnings),
         ))
-        self._account(review, decision, outcome, elapsed)
+        self._account(review, decision, outcome, elapsed, old_outcome)
         return answer
 
+    async def _query(self, obj: dict[str, Any], deadline: Deadline) -> OpaOutcome:
+        """The policy's decision for ``obj`` (a Secret without its content: common/secrets.py)."""
+        return await query_decision(
+            self.opa, self.config.opa.query_path, without_secret_content(obj),
+            deadline=deadline, attempt_timeout=self.config.opa.timeout, backoff=self.config.retry,
+            first_attempt_outside="first-attempt" in self.config.speedups,
+        )
+
     def _account(self, review: AdmissionRequest, decision: Decision, outcome: OpaOutcome | None,
-                 elapsed: float) -> None:
+                 elapsed: float, old_outcome: OpaOutcome | None = None) -> None:
         metrics.REQUESTS_BY_OUTCOME[decision.outcome].inc()
+        if decision.ratchet:
+            metrics.UPDATE_ERRORS_NOT_ENFORCED.labels(decision.ratchet).inc()
         metrics.DECISION_SECONDS.observe(elapsed)
         if decision.outcome == "fail_open":
             metrics.FAIL_OPEN.inc()
@@ -205,7 +216,12 @@ class MutateHandler:
             "patch_ops": len(decision.patch), "elapsed_ms": round(elapsed * 1000, 1),
         }
         if outcome is not None:
-            fields["opa_attempts"] = outcome.attempts
+            fields["opa_attempts"] = outcome.attempts + (old_outcome.attempts if old_outcome is not None else 0)
+        if old_outcome is not None:
+            fields["old_object_evaluated"] = old_outcome.error is None and old_outcome.defined
+        if decision.ratchet:
+            fields["errors_not_enforced"] = decision.ratchet
+            fields["warnings"] = len(decision.warnings)
         if not decision.allowed:
             fields["reason"] = decision.message
         level = logging.WARNING if decision.outcome == "fail_closed" else logging.INFO

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from fedplace.admission.decision import RATCHET_DELETING, RATCHET_PREEXISTING
+
 __all__ = ["BAD_HTTP", "CERT_EXPIRY", "DECISION_SECONDS", "FAIL_CLOSED", "FAIL_OPEN", "OPA_ATTEMPTS", "OPA_RESULTS",
-           "OPA_SECONDS", "OPA_SECONDS_BY_RESULT", "OPA_RETRIES", "OUTCOMES", "REQUESTS", "REQUESTS_BY_OUTCOME"]
+           "OPA_SECONDS", "OPA_SECONDS_BY_RESULT", "OPA_RETRIES", "OUTCOMES", "REQUESTS", "REQUESTS_BY_OUTCOME",
+           "UPDATE_ERRORS_NOT_ENFORCED"]
 
 OUTCOMES = ("allowed", "patched", "denied", "fail_open", "fail_closed", "error", "aborted")
 OPA_RESULTS = ("ok", "undefined", "unavailable", "malformed", "request")
@@ -39,6 +42,16 @@ BAD_HTTP = Counter("fedplace_admission_bad_http_total",
 
 OPA_ATTEMPTS = Counter("fedplace_admission_opa_attempts_total", "OPA decision attempts (first tries and retries).")
 OPA_RETRIES = Counter("fedplace_admission_opa_retries_total", "OPA decision attempts that were retries.")
+
+UPDATE_ERRORS_NOT_ENFORCED = Counter(
+    "fedplace_admission_update_errors_not_enforced_total",
+    "UPDATEs admitted although the policy reported errors for the new object, by reason: "
+    "preexisting_errors (the old object has every one of them), being_deleted (metadata.deletionTimestamp set). "
+    "Each error is returned to the client as an AdmissionReview warning.",
+    ["reason"],
+)
+for _r in (RATCHET_PREEXISTING, RATCHET_DELETING):
+    UPDATE_ERRORS_NOT_ENFORCED.labels(_r)
 
 FAIL_OPEN = Counter(
     "fedplace_admission_fail_open_total",

@@ -443,6 +443,9 @@ class Api:
             return self._obj_response(t, new)
         stored = self.store.put(coll, key, new)
         self._after_write(t, entry, stored)
+        if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers") and not t.sub:
+            self.store.delete(coll, key)  # its last finalizer removed: the deletion completes
+            self._after_write(t, stored, None)
         return self._obj_response(t, stored)
 
     async def patch(self, request: web.Request, t: Target) -> web.Response:
@@ -554,6 +557,8 @@ class Api:
                     for _, k, _ in list(other.scan(name, None)):
                         self.store.delete(other, k)
         old = coll.items[key]
+        if t.rt.collection_key != NS and old.obj["metadata"].get("finalizers"):
+            return self._mark_deleted(t, old)
         last = self.store.delete(coll, key)
         self._after_write(t, old, None)
         if t.rt.collection_key == NS:
@@ -563,7 +568,22 @@ class Api:
             return Entry.of(obj)
         return last
 
+    def _mark_deleted(self, t: Target, entry: Entry) -> Entry:
+        """A delete of an object with finalizers: it stays, with ``deletionTimestamp`` (and
+        ``deletionGracePeriodSeconds: 0``; the generation bumped where there is one) until an
+        update empties its finalizers. A repeated delete changes nothing."""
+        meta = entry.obj["metadata"]
+        if meta.get("deletionTimestamp"):
+            return entry
+        obj = copy.deepcopy(entry.obj)
+        obj["metadata"].update(deletionTimestamp=objects.now(), deletionGracePeriodSeconds=0)
+        if t.rt.has_generation and "generation" in meta:
+            obj["metadata"]["generation"] = int(meta["generation"]) + 1
+        return self.store.put(self._coll(t), self._key(t, meta["name"]), obj)
+
     def _delete_response(self, t: Target, entry: Entry) -> web.Response:
+        if entry.obj["metadata"].get("deletionTimestamp") and t.rt.collection_key != NS:
+            return self._obj_response(t, entry)  # held by its finalizers: the object, 200
         if t.rt.return_deleted_object or t.rt.custom or t.rt.collection_key == CRDS:
             return self._obj_response(t, entry)
         details: dict[str, Any] = {"name": entry.obj["metadata"]["name"]}

@@ -22,6 +22,7 @@ import uuid
 from typing import Any
 
 from . import crdschema, defaults, strategy
+from .podupdate import pod_update_causes
 from .quantity import QuantityError
 from .quantity import parse as parse_quantity
 from .resources import ResourceType
@@ -243,7 +244,7 @@ def _keep_status(rt: ResourceType) -> bool:
 def finalize_update(rt: ResourceType, old: dict[str, Any], new: dict[str, Any], subresource: str = "") -> None:
     """``BeforeUpdate`` on an admitted update: system metadata from ``old``, the stored status kept
     (status subresource), generation bumped when the spec part changes, the registry strategy,
-    validation."""
+    validation (a Pod's spec: only what :mod:`.podupdate` lets an update change)."""
     if not subresource:
         meta, old_meta = new["metadata"], old["metadata"]
         for field in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds"):
@@ -261,6 +262,10 @@ def finalize_update(rt: ResourceType, old: dict[str, Any], new: dict[str, Any], 
             generation = int(old_meta.get("generation", 1))
             meta["generation"] = generation + 1 if _spec_part(rt, new) != _spec_part(rt, old) else generation
         strategy.prepare_for_update(rt, old, new)
+        if rt.collection_key == ("", "pods"):
+            causes = pod_update_causes(old, new)
+            if causes:
+                raise invalid(rt.kind, rt.group, new["metadata"].get("name", ""), causes)
     validate_admitted(rt, new)
     finalize_custom(rt, new)
 

@@ -26,7 +26,7 @@ from devstack.faults import ADMIN_PREFIX, FaultInjector
 from . import resources
 from .handlers import Api, Target
 from .status import NOT_FOUND_PATH, ApiError, PageNotFound, status_body
-from .webhooks import Dispatcher, ServiceResolver
+from .webhooks import WARNINGS, Dispatcher, ServiceResolver, warning_header
 
 log = logging.getLogger("devstack.kube")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -100,6 +100,21 @@ class Server:
                 log.log(level, "request", extra={"method": request.method, "path": request.path,
                                                  "status": status, "ms": round((time.monotonic() - start) * 1000, 2)})
 
+    @staticmethod
+    @web.middleware
+    async def warnings(request: web.Request, handler: Handler) -> web.StreamResponse:
+        """The admission webhooks' warnings as ``Warning`` headers of the answer (webhooks.WARNINGS)."""
+        collected: list[str] = []
+        token = WARNINGS.set(collected)
+        try:
+            resp = await handler(request)
+        finally:
+            WARNINGS.reset(token)
+        if collected and not resp.prepared:
+            for text in collected:
+                resp.headers.add("Warning", warning_header(text))
+        return resp
+
     @web.middleware
     async def auth(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         token = self.config.token
@@ -125,7 +140,7 @@ class Server:
 
     # ---- app -------------------------------------------------------------------
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[self.errors, self.auth, self.faults.middleware, self.compression],
+        app = web.Application(middlewares=[self.warnings, self.errors, self.auth, self.faults.middleware, self.compression],
                               client_max_size=MAX_REQUEST_BODY)
         app[API_KEY] = self.api
         self.faults.add_routes(app)

@@ -19,6 +19,9 @@ Contracts
   Ignore → skip that webhook.
 * Denial → ``admission webhook "<name>" denied the request: <message>`` with the
   response's code (raised to ≥ 400, 400 when absent) and reason.
+* ``response.warnings`` (of every webhook called, allowing or denying) reach the client
+  as ``Warning: 299 - "<text>"`` headers, in order (:data:`WARNINGS`, collected per request
+  by the server's middleware; ``"`` and ``\\`` escaped, control characters as spaces).
 * A patched object is decoded and defaulted again before the next webhook sees it.
 * Reinvocation as in kube-apiserver: when a webhook changed the object, the
   in-tree mutating plugins run again, then the webhooks with
@@ -34,6 +37,7 @@ import json
 import logging
 import ssl
 import uuid
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -142,6 +146,25 @@ def webhook_applies(hook: dict[str, Any], a: Attributes, namespace_labels: dict[
                 or a.old is not None and labels_match(obj_sel, old_l or {})):
             return False
     return True
+
+
+# The webhooks' warnings for the request being served (None outside one).
+WARNINGS: ContextVar[list[str] | None] = ContextVar("devstack_webhook_warnings", default=None)
+
+
+def record_warnings(result: dict[str, Any]) -> None:
+    """Keep the non-empty string warnings of a webhook's response for the request's answer."""
+    sink = WARNINGS.get()
+    warnings = result.get("warnings")
+    if sink is not None and isinstance(warnings, list):
+        sink.extend(w for w in warnings if isinstance(w, str) and w.strip())
+
+
+def warning_header(text: str) -> str:
+    """The ``Warning`` header value kube-apiserver sends for a webhook's warning."""
+    clean = "".join(" " if ord(c) < 0x20 or ord(c) == 0x7F else c for c in text)
+    escaped = clean.replace("\\", "\\\\").replace('"', '\\"')
+    return f'299 - "{escaped}"'
 
 
 class CallError(Exception):
@@ -291,6 +314,7 @@ class Dispatcher:
                         continue
                     log.warning("webhook failed", extra={"webhook": name, "error": str(exc)})
                     raise internal(f'failed calling webhook "{name}": {exc}') from exc
+                record_warnings(result)
                 if not result.get("allowed"):
                     raise denial(name, result.get("status") or {})
                 patch = result.get("patch")

@@ -79,15 +79,23 @@ policies := replicated.collection("schedulingpolicies")
 
 enabled if is_object(policies)
 
-# A pod spec is decided when the pack is on, unless it is a Pod that already
-# exists: its scheduling fields are immutable, so deciding them again would
-# refuse every later update of the Pod, its labels included (as Kubernetes'
-# admission plugins, the pack decides a Pod once, at its creation).
+# A pod spec is decided when the pack is on: every Pod and pod template, on
+# every create and update. On an update the webhook denies only the errors the
+# update introduces (it evaluates the old object too, docs/admission.md), so a
+# Pod that exists is denied only for what an update may still change and
+# changed: tolerations added, and, on a Pod with scheduling gates (Kubernetes
+# 1.27+), its node selector, affinity and tolerations. The other scheduling
+# fields are immutable: the old Pod has the same errors for them.
 decides if {
 	enabled
 	podspec.spec
-	not podspec.existing_pod
 }
+
+# Defaults are injected only into a Pod being created (or a pod template): a
+# Pod that exists (it carries status.phase, set by the API server after
+# admission) is never patched, as the API server refuses an update that
+# changes its immutable fields. Such a Pod is checked as it stands.
+injects if not podspec.existing_pod
 
 # A pod spec is checked when it is decided, the settings are sound and the
 # RBAC the decision reads is replicated (otherwise `errors` says why not).
@@ -137,6 +145,7 @@ specified(x) if {
 
 # The default of each component the pod leaves unset: {field: value}.
 defaults[field] := value if {
+	injects
 	some field in ["schedulerName", "priorityClassName"]
 	not field in specified_fields
 	value := merged["default"][field]
@@ -146,6 +155,7 @@ defaults[field] := value if {
 }
 
 defaults[field] := value if {
+	injects
 	some field in ["nodeSelector", "affinity"]
 	not field in specified_fields
 	value := merged["default"][field]
@@ -156,6 +166,7 @@ defaults[field] := value if {
 # Tolerations the API server added itself (exempt) do not count as set: the
 # defaults are appended to them.
 defaults["tolerations"] := array.concat(match.tolerations(spec), value) if {
+	injects
 	value := merged["default"].tolerations
 	is_array(value)
 	count(value) > 0

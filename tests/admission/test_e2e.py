@@ -16,7 +16,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
 from fedplace.admission.lifecycle import Webhook
-from fedplace.common.kube_client import KubeApiError, kube_json
+from fedplace.common.kube_client import KubeApiError, kube_json, kube_stream
 from devstack.launch import ServerProcess
 from tests.admission.conftest import Harness, replicaset, review
 from tests.fixtures.kube import ScratchNamespaces
@@ -124,3 +124,96 @@ async def test_the_command_serves_and_stops_on_sigterm_without_logging_the_token
     # as deployed: on uvloop (a dependency), with its own TLS transport (common/eventloop.py)
     assert [line.get("event_loop") for line in lines if line.get("msg") == "admission webhook listening"] == ["uvloop"]
     assert token not in log
+
+
+RATCHET_POLICY = """
+cfg := object.get(data.fedplace_tests, "ratchet", {})
+
+errors contains sprintf("label %s is not allowed", [k]) if {
+    some k, _ in input.metadata.labels
+    object.get(cfg, ["forbidden_labels", k], false)
+}
+
+errors contains sprintf("finalizer %s must stay", [f]) if {
+    some f in object.get(cfg, "kept_finalizers", [])
+    not f in object.get(input.metadata, "finalizers", [])
+}
+"""
+HOLD = "fedplace.io/hold"
+
+
+async def _counter(h: Harness, reason: str) -> float:
+    """fedplace_admission_update_errors_not_enforced_total{reason} from the webhook's /metrics."""
+    async with h.session.get(h.url + "/metrics") as resp:
+        text = await resp.text()
+    for line in text.splitlines():
+        if line.startswith(f'fedplace_admission_update_errors_not_enforced_total{{reason="{reason}"}}'):
+            return float(line.split()[-1])
+    raise AssertionError(f"no series for reason {reason}")
+
+
+async def _patch(h: Harness, path: str, body: dict[str, Any]) -> tuple[int, Any, list[str]]:
+    """(status, body, Warning headers) of a merge patch sent to the API server."""
+    resp = None
+    try:
+        resp = await kube_stream(h.api, "PATCH", path, body=body, content_type="application/merge-patch+json")
+        return resp.status, json.loads(await resp.read()), resp.headers.getall("Warning", [])
+    except KubeApiError as exc:
+        return exc.status, exc.message, []
+    finally:
+        if resp is not None:
+            resp.release()
+
+
+async def test_an_update_is_denied_only_for_the_errors_it_introduces(
+        harness: Harness, registered: str, kube_namespaces: ScratchNamespaces) -> None:
+    """A ReplicaSet admitted under one policy, then made to break a stricter one by a data
+    change: a label-only update is admitted with a warning naming what it already broke,
+    an update adding a violation is denied naming only that one, and an object being
+    deleted may lose its finalizer even though the policy requires it."""
+    h = harness
+    await h.put_policy(RATCHET_POLICY)
+    await h.opa_client.put_data(["fedplace_tests", "ratchet"], {"forbidden_labels": {}, "kept_finalizers": []})
+    await h.add_policy_configmap(webhooks=[h.webhook, *h.extra])
+    ns = await kube_namespaces.create("fedplace-ratchet")
+    path = f"/apis/apps/v1/namespaces/{ns}/replicasets"
+    rs = replicaset(name="web", namespace=ns)
+    rs["metadata"].update(labels={"team": "a"}, finalizers=[HOLD])
+    await kube_json(h.api, "POST", path, body=rs)
+    try:
+        await h.opa_client.put_data(["fedplace_tests", "ratchet"],
+                                    {"forbidden_labels": {"team": True, "env": True}, "kept_finalizers": [HOLD]})
+        preexisting = await _counter(h, "preexisting_errors")
+
+        status, body, warnings = await _patch(h, f"{path}/web", {"metadata": {"labels": {"tier": "web"}}})
+        assert status == 200, body
+        assert body["metadata"]["labels"] == {"team": "a", "tier": "web"}
+        assert warnings == ['299 - "placement policy error not introduced by this update: label team is not allowed"']
+        assert await _counter(h, "preexisting_errors") == preexisting + 1
+
+        status, message, _ = await _patch(h, f"{path}/web", {"metadata": {"labels": {"env": "prod"}}})
+        assert status == 403
+        assert message == (f'admission webhook "{WEBHOOK_NAME}" denied the request: '
+                           "denied by policy: label env is not allowed")
+
+        status, message, _ = await _patch(h, f"{path}/web", {"metadata": {"finalizers": None}})
+        assert status == 403 and message.endswith(f"denied by policy: finalizer {HOLD} must stay")
+
+        await kube_json(h.api, "DELETE", f"{path}/web")  # held by the finalizer: deletionTimestamp set
+        held = await kube_json(h.api, "GET", f"{path}/web")
+        assert held["metadata"]["deletionTimestamp"]
+        deleting = await _counter(h, "being_deleted")
+        status, body, warnings = await _patch(h, f"{path}/web", {"metadata": {"finalizers": None}})
+        assert status == 200, body
+        assert f'299 - "placement policy error not enforced on an object being deleted: finalizer {HOLD} must stay"' \
+            in warnings
+        assert await _counter(h, "being_deleted") == deleting + 1
+        with pytest.raises(KubeApiError) as gone:
+            await kube_json(h.api, "GET", f"{path}/web")
+        assert gone.value.status == 404
+    finally:
+        await h.opa_client.delete_data(["fedplace_tests", "ratchet"])
+        try:  # what a failed assertion left held
+            await _patch(h, f"{path}/web", {"metadata": {"finalizers": None}})
+        except Exception:  # noqa: BLE001 - best-effort cleanup
+            pass

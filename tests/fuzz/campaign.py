@@ -9,8 +9,9 @@ Admission: malformed and hostile AdmissionReviews over HTTP — random JSON,
 mutated reviews (wrong types, huge strings, deep nesting, NaN/Infinity and
 overflowing numbers, invalid UTF-8, truncation), ``Content-Encoding`` lies,
 oversized bodies — and over raw sockets: half-sent heads and bodies, clients
-that leave mid-body, malformed HTTP. Every policy there denies every object,
-so any ``allowed: true`` for a CREATE or UPDATE is a **fail-open**. Any 5xx
+that leave mid-body, malformed HTTP. Every policy there denies every object but
+the (marked) old object each UPDATE carries, so any ``allowed: true`` for a CREATE,
+or an UPDATE whose old object is still the marked one, is a **fail-open**. Any 5xx
 is counted; so is the webhook dying.
 
 ConfigMaps: policy ConfigMaps created, updated and deleted with modules made
@@ -45,7 +46,12 @@ from fedplace.sync.policy_status import MAX_STATUS_BYTES, STATUS_ANNOTATION
 
 __all__ = ["AdmissionFigures", "ConfigMapFigures", "fuzz_admission", "fuzz_configmaps", "proc_rss_mb"]
 
-DENY_ALL = 'package io.k8s.federation.admission\n\nerrors contains "fuzz: every object is denied"\n'
+# The old object of every UPDATE sent carries this annotation, and only it is admitted: the
+# webhook denies an UPDATE for the errors the old object does not have, so the old object
+# must have none for the denial of every new object to be expected.
+OLD_MARK = "fedplace.io/fuzz-old-object"
+DENY_ALL = ('package io.k8s.federation.admission\n\n'
+            f'errors contains "fuzz: every object is denied" if not input.metadata.annotations["{OLD_MARK}"] == "yes"\n')
 
 
 def proc_rss_mb(pid: int) -> float:
@@ -135,8 +141,30 @@ def review(rng: random.Random, obj: Any = None, operation: str | None = None) ->
                 ["CREATE", "UPDATE", "CREATE", "UPDATE", "DELETE", "CONNECT", "PATCH", ""]),
                 "kind": {"group": "apps", "version": "v1", "kind": "ReplicaSet"},
                 "resource": {"group": "apps", "version": "v1", "resource": "replicasets"},
-                "namespace": "default", "name": "x", "object": obj, "oldObject": obj,
+                "namespace": "default", "name": "x", "object": obj, "oldObject": old_version(obj),
                 "userInfo": {"username": "fuzz"}, "dryRun": rng.random() < 0.3}}
+
+
+def old_version(obj: Any) -> Any:
+    """``obj`` as the old object of an UPDATE: marked with :data:`OLD_MARK`, which the policy admits."""
+    if not isinstance(obj, dict):
+        return obj
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    return {**obj, "metadata": {**meta, "annotations": {OLD_MARK: "yes"}}}
+
+
+def denial_expected(req: Any) -> bool:
+    """Whether the webhook must deny ``req``: a CREATE, or an UPDATE whose old object is still
+    the marked one (a mutated old object the policy denies too has the new object's error,
+    which the update did not introduce: admitted by design, as DELETE and CONNECT are)."""
+    if not isinstance(req, dict) or req.get("operation") in ("DELETE", "CONNECT"):
+        return False
+    if req.get("operation") != "UPDATE":
+        return True
+    old = req.get("oldObject")
+    annotations = (old.get("metadata") or {}).get("annotations") if isinstance(old, dict) and \
+        isinstance(old.get("metadata"), dict) else None
+    return isinstance(annotations, dict) and annotations.get(OLD_MARK) == "yes"
 
 
 def random_json(rng: random.Random, depth: int = 0) -> Any:
@@ -333,9 +361,8 @@ async def fuzz_admission(*, rng: random.Random, requests: int, seconds: float, o
             if isinstance(doc, dict):
                 resp_doc = doc.get("response") or {}
                 req = (sent_review or {}).get("request") if isinstance(sent_review, dict) else None
-                op = req.get("operation") if isinstance(req, dict) else None
-                # Every CREATE and UPDATE must be denied; DELETE and CONNECT are allowed unchecked by design.
-                if resp_doc.get("allowed") is True and op not in ("DELETE", "CONNECT"):
+                # Every CREATE and UPDATE must be denied (but what denial_expected() excludes by design).
+                if resp_doc.get("allowed") is True and denial_expected(req):
                     figs.fail_opens += 1
                     if len(figs.examples) < 5:
                         figs.examples.append(f"fail-open for {kind}: {str(sent_review)[:300]} -> {str(resp_doc)[:300]}")

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
+
+from fedplace.common.kube_client import KubeApiError, kube_json
 
 from tests.fixtures.kube import KubeServer, ScratchNamespaces
 
@@ -324,3 +327,24 @@ async def test_status_subresource(kube_api: client.ApiClient, kube_namespace: st
     out = await apps.patch_namespaced_deployment("d", kube_namespace, {"status": {"observedGeneration": 9}},
                                                  _content_type="application/merge-patch+json")
     assert out.status.observed_generation == 7
+
+
+async def test_finalizers_hold_a_deleted_object_until_an_update_removes_them(
+        kube: Any, kube_api: client.ApiClient, kube_namespace: str) -> None:
+    path = f"/api/v1/namespaces/{kube_namespace}/configmaps"
+    await kube_json(kube_api, "POST", path, body={"apiVersion": "v1", "kind": "ConfigMap",
+                                                  "metadata": {"name": "held", "finalizers": ["fedplace.io/hold"]}})
+    deleted = await kube_json(kube_api, "DELETE", f"{path}/held")
+    assert deleted["kind"] == "ConfigMap" and deleted["metadata"]["deletionTimestamp"]
+    assert deleted["metadata"]["deletionGracePeriodSeconds"] == 0
+    again = await kube_json(kube_api, "DELETE", f"{path}/held")
+    assert again["metadata"]["deletionTimestamp"] == deleted["metadata"]["deletionTimestamp"]
+    labelled = await kube_json(kube_api, "PATCH", f"{path}/held", body={"metadata": {"labels": {"a": "b"}}},
+                               content_type="application/merge-patch+json")
+    assert labelled["metadata"]["labels"] == {"a": "b"} and labelled["metadata"]["deletionTimestamp"]
+    released = await kube_json(kube_api, "PATCH", f"{path}/held", body={"metadata": {"finalizers": None}},
+                               content_type="application/merge-patch+json")
+    assert released["metadata"]["deletionTimestamp"] and not released["metadata"].get("finalizers")
+    with pytest.raises(KubeApiError) as gone:
+        await kube_json(kube_api, "GET", f"{path}/held")
+    assert gone.value.status == 404

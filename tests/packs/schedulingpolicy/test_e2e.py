@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AsyncIterator
 
+import aiohttp
 import pytest
 import yaml
 
-from fedplace.common.kube_client import KubeApiError, Resource, kube_json
+from fedplace.common.kube_client import KubeApiError, Resource, kube_json, kube_stream
 from devstack.schedulingpolicy import COMPONENT, SYNC_FLAGS, component, pack_sources
 from devstack.scratch import install_crd
 from fedplace.sync.policy_status import STATUS_ANNOTATION
@@ -83,6 +84,7 @@ class Stack:
     ns: str
     policy_ns: str
     created: list[str]
+    hook_url: str = ""
 
     async def create(self, obj: dict[str, Any]) -> dict[str, Any]:
         body = json.loads(json.dumps(obj))
@@ -147,6 +149,7 @@ async def stack(opa: Any, kube: Any, kube_api: Any, kube_namespaces: ScratchName
                 webhook_rules=[*rules(("apps", ["replicasets", "deployments", "statefulsets", "daemonsets"]),
                                       ("", ["pods"]), ("batch", ["jobs", "cronjobs"])), rule["value"]],
                 namespaces=[ns], webhook_name="placement.federation.fedplace.io") as stack:
+            s.hook_url = stack.hook.url
             for cm in pack_configmaps():
                 await kube_json(kube_api, "POST", f"/api/v1/namespaces/{policy_ns}/configmaps", body=cm)
             await eventually(s.policies_loaded, 20, "the pack's ConfigMaps to load (fedplace.io/policy-status ok)")
@@ -314,16 +317,124 @@ async def _gone(s: Stack) -> bool:
     return not await s.replicated("rolebindings", s.ns, "sp:team-a")
 
 
-async def test_a_pod_that_exists_is_not_decided_again(stack: Stack) -> None:
-    """A Pod's scheduling fields are immutable once it exists: a Pod admitted before the
-    team's policy was usable keeps what it was admitted with, and its labels can still be
-    changed (a patch of its spec would make the API server refuse the update)."""
+# -- Pod updates: what an update may change is checked, nothing is patched ----------------
+
+FUZZ_TOLERATION = {"key": "x", "operator": "Exists", "effect": "NoSchedule"}
+NO_EXECUTE = {"key": "drain", "operator": "Exists", "effect": "NoExecute"}
+MERGE = "application/merge-patch+json"
+
+
+async def update_pod(s: Stack, name: str, body: dict[str, Any]) -> tuple[int, Any, list[str]]:
+    """(status, object or error message, Warning headers) of a merge patch of Pod ``name``."""
+    resp = None
+    try:
+        resp = await kube_stream(s.api, "PATCH", f"/api/v1/namespaces/{s.ns}/pods/{name}", body=body,
+                                 content_type=MERGE)
+        return resp.status, json.loads(await resp.read()), resp.headers.getall("Warning", [])
+    except KubeApiError as exc:
+        return exc.status, exc.message, []
+    finally:
+        if resp is not None:
+            resp.release()
+
+
+async def add_toleration(s: Stack, name: str, toleration: dict[str, Any]) -> tuple[int, Any, list[str]]:
+    pod = await kube_json(s.api, "GET", f"/api/v1/namespaces/{s.ns}/pods/{name}")
+    return await update_pod(s, name, {"spec": {"tolerations": [*pod["spec"].get("tolerations", []), toleration]}})
+
+
+async def test_a_pod_update_adding_a_toleration_no_policy_allows_is_denied_as_at_creation(stack: Stack) -> None:
+    """The fuzz case: a compliant Pod, then an update adding a toleration no usable policy
+    allows — denied with the message its creation would get; a NoExecute one likewise."""
     await install_defaults(stack)
-    before = await stack.create(workload("Pod", {}, "team-a", "before"))
-    assert pod_spec_of(before)["schedulerName"] == "default-scheduler"
     await grant_team_policy(stack)
-    path = f"/api/v1/namespaces/{stack.ns}/pods/before"
-    labelled = await kube_json(stack.api, "PATCH", path, body={"metadata": {"labels": {"tier": "web"}}},
-                               content_type="application/merge-patch+json")
+    created = await stack.create(workload("Pod", {}, "team-a", "web"))
+    for toleration in (FUZZ_TOLERATION, NO_EXECUTE):
+        status, message, _ = await add_toleration(stack, "web", toleration)
+        assert status == 403, message
+        at_creation = await stack.denied(workload("Pod", {"tolerations": [toleration]}, "team-a", "again"))
+        assert message == at_creation
+        assert (f"SchedulingPolicy: toleration {json.dumps(toleration, sort_keys=True, separators=(',', ':'))}: "
+                "not allowed (no allowed toleration rule covers it)") in message
+    stored = await kube_json(stack.api, "GET", f"/api/v1/namespaces/{stack.ns}/pods/web")
+    assert stored["spec"]["tolerations"] == pod_spec_of(created)["tolerations"]
+
+
+async def test_a_pod_update_adding_an_allowed_toleration_is_admitted_unpatched(stack: Stack) -> None:
+    """A Pod created under `restricted` alone, the team's policy granted afterwards: an update
+    adding the toleration that policy allows is admitted as sent (nothing injected)."""
+    await install_defaults(stack)
+    created = await stack.create(workload("Pod", {}, "team-a", "web"))
+    assert pod_spec_of(created)["tolerations"] == API_SERVER_TOLERATIONS
+    await grant_team_policy(stack)
+    allowed = TEAM_DEFAULTS["tolerations"][0]  # what the team's policy injects is allowed
+    status, updated, warnings = await add_toleration(stack, "web", allowed)
+    assert status == 200, updated
+    assert updated["spec"]["tolerations"] == [*API_SERVER_TOLERATIONS, allowed]
+    assert {k: v for k, v in pod_spec_of(updated).items() if k != "tolerations"} == \
+        {k: v for k, v in pod_spec_of(created).items() if k != "tolerations"}
+    assert warnings == []
+
+
+async def test_a_label_update_of_a_pod_that_predates_a_stricter_policy_is_admitted(stack: Stack) -> None:
+    """A Pod admitted with a toleration the team's policy allowed, the policy then revoked:
+    the Pod now breaks what is usable, but a label change introduces nothing — admitted,
+    with a warning naming what the Pod already breaks; adding a toleration is still denied."""
+    await install_defaults(stack)
+    await grant_team_policy(stack)
+    team = TEAM_DEFAULTS["tolerations"][0]
+    before = await stack.create(workload("Pod", {"tolerations": [team]}, "team-a", "before"))
+    await kube_json(stack.api, "DELETE", f"/apis/rbac.authorization.k8s.io/v1/namespaces/{stack.ns}/rolebindings/sp:team-a")
+    await eventually(lambda: _gone(stack), 10, "the RoleBinding gone from OPA")
+
+    status, labelled, warnings = await update_pod(stack, "before", {"metadata": {"labels": {"tier": "web"}}})
+    assert status == 200, labelled
     assert labelled["metadata"]["labels"]["tier"] == "web"
     assert pod_spec_of(labelled) == pod_spec_of(before)
+    assert any("placement policy error not introduced by this update: SchedulingPolicy: toleration "
+               '{\\"effect\\":\\"NoSchedule\\",\\"key\\":\\"dedicated\\"' in w for w in warnings), warnings
+    status, message, _ = await add_toleration(stack, "before", FUZZ_TOLERATION)
+    assert status == 403 and '"key":"x"' in message and '"key":"dedicated"' not in message
+
+
+async def test_a_gated_pod_s_node_selector_set_by_an_update(stack: Stack) -> None:
+    """A Pod with scheduling gates whose nodeSelector an update sets: a value no usable policy
+    allows is denied by the webhook, before the API server's own validation. Neither server
+    here lets the update through when it is allowed: kube-apiserver 1.24 drops
+    ``schedulingGates`` and refuses a nodeSelector change (422), and the devstack models 1.24;
+    the 1.27+ case, where the API server accepts it, is the next test's, at the webhook."""
+    await install_defaults(stack)
+    await grant_team_policy(stack)
+    await stack.create(workload("Pod", {"schedulingGates": [{"name": "fedplace.io/wait"}]}, "team-a", "gated"))
+    status, message, _ = await update_pod(stack, "gated", {"spec": {"nodeSelector": {"disk": "nvme"}}})
+    assert status == 403, message
+    assert "SchedulingPolicy: nodeSelector disk=nvme: not allowed" in message
+    status, message, _ = await update_pod(stack, "gated", {"spec": {"nodeSelector": {"disk": "ssd"}}})
+    assert status == 422 and "pod updates may not change fields" in message, message
+
+
+async def test_a_gated_pod_update_as_kubernetes_1_27_sends_it(stack: Stack) -> None:
+    """What the webhook answers a 1.27+ API server for a gated Pod whose nodeSelector an
+    update sets (an AdmissionReview as the API server sends it, posted to the webhook)."""
+    await install_defaults(stack)
+    await grant_team_policy(stack)
+    created = await stack.create(workload("Pod", {}, "team-a", "gated"))
+    old = {**created, "spec": {**created["spec"], "schedulingGates": [{"name": "fedplace.io/wait"}]}}
+
+    async def answer(node_selector: dict[str, str]) -> dict[str, Any]:
+        new = {**old, "spec": {**old["spec"], "nodeSelector": {**old["spec"]["nodeSelector"], **node_selector}}}
+        review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": str(uuid.uuid4()), "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"}, "name": "gated",
+            "namespace": stack.ns, "operation": "UPDATE", "userInfo": {"username": "tester"},
+            "object": new, "oldObject": old, "dryRun": False}}
+        async with aiohttp.ClientSession() as session:
+            async with session.post(stack.hook_url + "/mutate", json=review, ssl=False) as resp:
+                assert resp.status == 200
+                return (await resp.json())["response"]
+
+    denied = await answer({"disk": "nvme"})
+    assert denied["allowed"] is False
+    assert denied["status"]["message"].startswith("denied by policy: SchedulingPolicy: nodeSelector disk=nvme: not allowed")
+    allowed = await answer({"disk": "ssd"})
+    assert allowed["allowed"] is True and "patch" not in allowed and "warnings" not in allowed
