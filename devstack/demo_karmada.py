@@ -182,7 +182,8 @@ async def karmada_steps(work: Path, logs: Path, started: Callable[[ServerProcess
                         say: Callable[[str], None], step: Callable[[int, str], None],
                         check: Callable[[bool, str], None], eventually: Callable[..., Awaitable[float]]) -> None:
     """Steps ``first`` … ``first + 4``. ``work`` holds the demo's CA and serving certificate
-    (``ca.crt``, ``tls.crt``, ``tls.key``), reused by the second webhook; ``started`` starts a
+    (``ca.crt``, ``tls.crt``, ``tls.key``), reused by karmada-apiserver (TLS; its kubeconfig,
+    ``work/karmada/kubeconfig``, carries the CA) and the second webhook; ``started`` starts a
     :class:`ServerProcess` and has the demo stop it at the end."""
     step(first, "Karmada: a second control plane (karmada-apiserver, its OPA, opa-kube-sync, webhook)")
     t_start = time.monotonic()
@@ -197,8 +198,11 @@ async def karmada_steps(work: Path, logs: Path, started: Callable[[ServerProcess
                            "/health", logs, token=opa_token)
     kube = ServerProcess("karmada-apiserver", ["-m", "devstack.kube", "--listen", "127.0.0.1:{port}",
                                                "--token-file", str(kwork / "kube.token"),
+                                               "--tls-cert-file", str(work / "tls.crt"),
+                                               "--tls-private-key-file", str(work / "tls.key"),
+                                               "--tls-ca-file", str(work / "ca.crt"),
                                                "--write-kubeconfig", str(kubeconfig)],
-                         "/version", logs, token=kube_token)
+                         "/version", logs, scheme="https", token=kube_token, cafile=str(work / "ca.crt"))
     await _start_all(started, engine, kube)
     api = await config.new_client_from_config(config_file=str(kubeconfig))
     tasks: list[asyncio.Task[None]] = []
@@ -257,7 +261,7 @@ async def karmada_steps(work: Path, logs: Path, started: Callable[[ServerProcess
         async def loaded() -> bool:
             return all([await policy_ok(api, POLICY_NS, name) for name in configmaps])
 
-        await eventually(loaded, 20, "the policy ConfigMaps to load")
+        await eventually(loaded, 60, "the policy ConfigMaps to load")
         say(f"   {', '.join(configmaps)} (control_plane := \"karmada\"): policy-status ok "
             f"{time.monotonic() - t0:.2f}s after they were created")
         log_handler = _log_to(logs / "karmada-standins.log")

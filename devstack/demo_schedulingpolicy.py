@@ -80,7 +80,7 @@ async def schedulingpolicy_steps(api: client.ApiClient, first: int, *, say: Call
                     body=[rule], content_type="application/json-patch+json")
     say("   webhook: SchedulingPolicies are admitted through it too")
     # The pack as deploy/ ships it and its settings (the component's ConfigMap); the
-    # pod-spec library it needs is in the demo's placement ConfigMap, as in fedplace-lib.
+    # pod-spec library it needs is in ConfigMap fedplace-lib, which the demo loads in step 3.
     configmaps = {"fedplace-schedulingpolicy": pack_sources()}
     (settings,) = component("settings.yaml")
     configmaps[settings["metadata"]["name"]] = settings["data"]
@@ -96,7 +96,7 @@ async def schedulingpolicy_steps(api: client.ApiClient, first: int, *, say: Call
                 return False
         return True
 
-    took = await eventually(loaded, 20, "the pack's ConfigMaps to load")
+    took = await eventually(loaded, 60, "the pack's ConfigMaps to load")
     say(f"   {', '.join(configmaps)}: policy-status ok after {took:.2f}s")
     for obj in component("policies.yaml") + [o for o in component("rbac.yaml") if o["metadata"]["name"].startswith("sp:")]:
         meta = obj["metadata"]
