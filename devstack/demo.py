@@ -1,10 +1,10 @@
 """The end-to-end demo: the whole system on the devstack, narrated.
 
 ``make demo`` runs this. It starts the policy engine and the API server (both
-with bearer tokens), the admission webhook (TLS, registered through the API
-server) and opa-kube-sync with remediation enforced; loads the placement
-policy as a ConfigMap; creates clusters and ReplicaSets through the API
-server; then shows
+with bearer tokens; the API server over TLS), the admission webhook (TLS,
+registered through the API server) and opa-kube-sync with remediation
+enforced; loads the placement policy as the ConfigMaps deploy/ ships; creates
+clusters and ReplicaSets through the API server; then shows
 
 1. a ReplicaSet admitted with the policy's replica-set-preferences;
 2. one denied with the policy's message;
@@ -34,8 +34,8 @@ behaved as expected. Logs of every process are kept in ``.devstack/demo/``.
 
 Both API servers serve TLS with a CA the demo makes in its folder, and the
 kubeconfigs they write carry that CA and their bearer token, so kubectl works
-with them. The placement policy is loaded under the ConfigMap names deploy/
-ships (``fedplace-lib``, ``fedplace-federation``, ...). ``--keep-running``
+with them. The policies are loaded under the ConfigMap names deploy/ ships
+(``fedplace-lib``, ``fedplace-federation``, ...). ``--keep-running``
 leaves every server running and prints their URLs, credentials and example
 command lines (devstack/demo_explore.py). SIGTERM and SIGINT stop every server
 the demo started, whenever they come; the exit status is then 128 + the signal.
@@ -59,12 +59,13 @@ from typing import Any, Awaitable, Callable, Iterator
 from kubernetes_asyncio import client, config
 
 from fedplace.common.kube_client import KubeApiError, kube_json
+from fedplace.common.opa_client import OpaError
 from devstack.demo_explore import control_plane, explore_lines
 from devstack.demo_karmada import karmada_steps
 from devstack.demo_limitrange import limitrange_steps
 from devstack.demo_schedulingpolicy import CRDS as SCHEDULINGPOLICY_CRDS, SYNC_FLAGS as SCHEDULINGPOLICY_SYNC_FLAGS
 from devstack.demo_schedulingpolicy import schedulingpolicy_steps
-from devstack.demo_support import opa_get, policy_ok
+from devstack.demo_support import ADMISSION_PATIENCE, opa_get, policy_ok
 from devstack.federation import CLUSTER_CRD, CLUSTERS_PATH, cluster
 from devstack.launch import ServerProcess, stop_all
 from devstack.scratch import create_namespace
@@ -292,7 +293,8 @@ async def demo_steps(api: client.ApiClient, work: Path, logs: Path, engine: Serv
         "-m", "fedplace.admission", "--listen", "127.0.0.1:{port}",
         "--tls-cert-file", str(tls.cert), "--tls-private-key-file", str(tls.key),
         "--kubeconfig", str(kubeconfig), "--opa-url", engine.url,
-        "--opa-token-file", str(work / "opa.token"), "--policy-namespace", POLICY_NS],
+        "--opa-token-file", str(work / "opa.token"), "--policy-namespace", POLICY_NS,
+        *ADMISSION_PATIENCE],
         "/readyz", logs, scheme="https", cafile=str(tls.ca)))
     say(f"   opa-kube-sync {sync.url}   admission {admission.url}")
     await kube_json(api, "POST", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", body={
@@ -490,7 +492,7 @@ def main(argv: list[str] | None = None) -> int:
     procs: list[ServerProcess] = []
     try:
         asyncio.run(run_demo(work, args.keep_running, procs))
-    except DemoFailed as exc:
+    except (DemoFailed, KubeApiError, OpaError) as exc:  # a step's check, or an answer no step expected
         print(f"\nDEMO FAILED: {exc}\nlogs: {work / 'logs'}", file=sys.stderr)
         return 1
     except Stopped as exc:

@@ -85,15 +85,15 @@ def explore_lines(planes: Sequence[ControlPlane], cwd: Path, policy_file: Path |
         out += [
             "",
             f"{plane.title}",
-            f"  API server         {plane.api_server}  (TLS; its CA and bearer token are in the kubeconfig)",
+            f"  API server          {plane.api_server}  (TLS; its CA and bearer token are in the kubeconfig)",
             f"  $ export KUBECONFIG={kubeconfig}",
             "  $ kubectl get clusters",
             "  $ kubectl get namespaces",
             f"  OPA (policy engine) {plane.opa_url}  bearer token in {shown(plane.opa_token_file, cwd)}",
             f'  $ curl -s -H "Authorization: Bearer $(cat {shown(plane.opa_token_file, cwd)})" '
             f"{plane.opa_url}/v1/data/kubernetes/clusters",
-            f"  admission webhook  {plane.webhook_url}  (CA {shown(plane.ca_file, cwd)})",
-            f"  opa-kube-sync      {plane.sync_url}  health {plane.sync_url}/healthz, readiness {plane.sync_url}/readyz, "
+            f"  admission webhook   {plane.webhook_url}  (CA {shown(plane.ca_file, cwd)})",
+            f"  opa-kube-sync       {plane.sync_url}  health {plane.sync_url}/healthz, readiness {plane.sync_url}/readyz, "
             f"metrics {plane.sync_url}/metrics" + (f", placement page {plane.sync_url}/placement" if i == 0 else ""),
             f"  $ {fedplace} explain {kind} -n {namespace} --kubeconfig {kubeconfig} {opa}",
         ]
@@ -102,6 +102,6 @@ def explore_lines(planes: Sequence[ControlPlane], cwd: Path, policy_file: Path |
                 f"  $ {fedplace} what-if --policy {shown(policy_file, cwd)} {opa}",
                 f"    (what-if: edit a copy of {shown(policy_file, cwd)} and give it to --policy: it replaces the "
                 "loaded module of that file name)",
-                f"  $ {fedplace} report -o text {opa}",
+                f"  $ {fedplace} report -o text --sync-url {plane.sync_url}",
             ]
     return out

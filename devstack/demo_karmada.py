@@ -46,7 +46,7 @@ from kubernetes_asyncio import client, config
 from fedplace.common.kube_client import KubeApiError, kube_json
 from devstack.karmada import CLUSTERS, PROPAGATION_POLICIES, RESOURCE_BINDINGS, install_crds
 from devstack.karmada.standins import DEPLOYMENTS, Detector, Scheduler
-from devstack.demo_support import opa_get, policy_ok
+from devstack.demo_support import ADMISSION_PATIENCE, opa_get, policy_ok
 from devstack.launch import ServerProcess
 from devstack.shipped import shipped_policy_configmaps
 from devstack.scratch import create_namespace
@@ -215,7 +215,8 @@ async def karmada_steps(work: Path, logs: Path, started: Callable[[ServerProcess
             "-m", "fedplace.admission", "--listen", "127.0.0.1:{port}",
             "--tls-cert-file", str(work / "tls.crt"), "--tls-private-key-file", str(work / "tls.key"),
             "--kubeconfig", str(kubeconfig), "--opa-url", engine.url,
-            "--opa-token-file", str(kwork / "opa.token"), "--policy-namespace", POLICY_NS],
+            "--opa-token-file", str(kwork / "opa.token"), "--policy-namespace", POLICY_NS,
+            *ADMISSION_PATIENCE],
             "/readyz", logs, scheme="https", cafile=str(work / "ca.crt"))
         admission_up = asyncio.ensure_future(_start_all(started, admission))  # meanwhile: CRDs, Clusters, policies
         try:
