@@ -138,7 +138,8 @@ def check(ok: bool, what: str) -> None:
 
 
 async def eventually(fn: Callable[[], Awaitable[bool]], timeout: float, what: str) -> float:
-    """Poll ``fn`` until true; returns the seconds it took."""
+    """Poll ``fn`` until true; returns the seconds it took. ``timeout`` bounds the wait on a
+    busy machine (30 s, 60 s where policies compile); on a quiet one each wait is seconds."""
     start = time.monotonic()
     while time.monotonic() - start < timeout:
         try:
@@ -263,7 +264,7 @@ async def demo_steps(api: client.ApiClient, work: Path, logs: Path, engine: Serv
     await kube_json(api, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=CLUSTER_CRD)
     for crd in SCHEDULINGPOLICY_CRDS:  # before the sync, which replicates SchedulingPolicies
         await kube_json(api, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=crd)
-    await eventually(lambda: _served(api), 10, "the Cluster CRD to be served")
+    await eventually(lambda: _served(api), 30, "the Cluster CRD to be served")
     for name, region, pci in CLUSTERS:
         body = cluster(name, region, pci)
         body["metadata"]["labels"][NAME_LABEL] = name  # how the cluster selector names a cluster
@@ -367,7 +368,7 @@ async def demo_steps(api: client.ApiClient, work: Path, logs: Path, engine: Serv
         rows = {i["metadata"]["name"]: placement(i) for i in doc["items"]}
         return rows["payments"] == "gce-europe-west1" and rows["ledger"] == "gce-us-central1"
 
-    await eventually(remediated, 20, "payments and ledger to be re-placed")
+    await eventually(remediated, 30, "payments and ledger to be re-placed")
     say(f"   remediated {time.monotonic() - t0:.2f}s after the label change")
     after = await print_table(api, "placement after remediation:")
     check(after["payments"] == "gce-europe-west1", "payments now only on gce-europe-west1")
@@ -437,7 +438,7 @@ async def selector_steps(api: client.ApiClient, engine: ServerProcess, n: int) -
         doc = await opa_get(engine, "/v1/data/kubernetes/secrets/shop/card-keys")
         return isinstance(doc.get("result"), dict)
 
-    await eventually(replicated_without_data, 10, "the Secret to be replicated")
+    await eventually(replicated_without_data, 30, "the Secret to be replicated")
     doc = (await opa_get(engine, "/v1/data/kubernetes/secrets/shop/card-keys"))["result"]
     check("data" not in doc and "stringData" not in doc, "OPA holds the Secret's metadata only, never its data")
     mine = json.dumps([{"key": NAME_LABEL, "operator": "In", "values": ["gce-us-central1"]}])
@@ -458,7 +459,7 @@ async def selector_steps(api: client.ApiClient, engine: ServerProcess, n: int) -
         obj = await kube_json(api, "GET", DEPLOY_PATH.format(ns="shop") + "/storefront")
         return selected(obj) == "aws-eu-central-1, gce-europe-west1"
 
-    await eventually(replaced, 20, "storefront to be re-placed")
+    await eventually(replaced, 30, "storefront to be re-placed")
     say(f"   aws-eu-central-1 back to PCI 3: storefront re-placed {time.monotonic() - t0:.2f}s later")
     storefront = await kube_json(api, "GET", DEPLOY_PATH.format(ns="shop") + "/storefront")
     check(selected(storefront) == "aws-eu-central-1, gce-europe-west1", "storefront now selects both clusters")

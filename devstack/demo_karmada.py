@@ -298,7 +298,7 @@ async def _steps(api: client.ApiClient, engine: ServerProcess, first: int, *, sa
     step(first + 1, "Karmada: a workload placed — the binding narrowed, the scheduler picks allowed clusters")
     await kube_json(api, "POST", DEPLOYMENTS_PATH, body=deployment("payments", {EU: "true", PCI: "2"}))
     say("   Deployment shop/payments (EU jurisdiction, PCI >= 2, 4 replicas) admitted")
-    await eventually(lambda: replicated(f"deployments/{NS}/payments"), 10, "the template to be replicated")
+    await eventually(lambda: replicated(f"deployments/{NS}/payments"), 30, "the template to be replicated")
     t0 = time.monotonic()
     await kube_json(api, "POST", PROPAGATION_POLICIES.collection_path(NS), body=propagation_policy(
         "payments", "payments", {"exclude": ["member-virginia"]}))
@@ -308,7 +308,7 @@ async def _steps(api: client.ApiClient, engine: ServerProcess, first: int, *, sa
     async def placed() -> bool:
         return scheduled(await binding()) != "(not scheduled yet)"
 
-    await eventually(placed, 10, "the detector's binding to be scheduled")
+    await eventually(placed, 30, "the detector's binding to be scheduled")
     took = time.monotonic() - t0
     b = await binding()
     show_binding(say, b)
@@ -330,12 +330,12 @@ async def _steps(api: client.ApiClient, engine: ServerProcess, first: int, *, sa
     async def renarrowed() -> bool:
         return "member-dublin" in exclude_of(await binding())
 
-    narrowed_after = await eventually(renarrowed, 20, "the remediator to re-narrow the binding")
+    narrowed_after = await eventually(renarrowed, 30, "the remediator to re-narrow the binding")
 
     async def moved() -> bool:
         return scheduled(await binding()) == "member-frankfurt (4)"
 
-    await eventually(moved, 20, "the scheduler to move the replicas")
+    await eventually(moved, 30, "the scheduler to move the replicas")
     moved_after = time.monotonic() - t0
     b = await binding()
     show_binding(say, b)
@@ -375,7 +375,7 @@ async def _steps(api: client.ApiClient, engine: ServerProcess, first: int, *, sa
     async def rewritten() -> bool:
         return exclude_of(await binding())[:1] == ["member-staging"]
 
-    await eventually(rewritten, 10, "the detector to rewrite the binding's placement")
+    await eventually(rewritten, 30, "the detector to rewrite the binding's placement")
     took = time.monotonic() - t0
     b = await binding()
     show_binding(say, b)

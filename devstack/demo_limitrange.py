@@ -72,13 +72,13 @@ async def limitrange_steps(api: client.ApiClient, engine: Any, first: int, *, sa
     took = await eventually(loaded, 60, "the fedplace-limitrange ConfigMap to load")
     say(f"   fedplace-limitrange loaded ({took:.2f}s)")
     await kube_json(api, "POST", f"/api/v1/namespaces/{NS}/limitranges", body=LIMITRANGE)
-    settings = OpaSettings(url=engine.url, token=engine.token)
+    settings = OpaSettings(url=engine.url, token=engine.token, timeout=30.0)  # a busy machine is slow
 
     async def replicated() -> bool:
         doc = await limits.report(settings, NS, ["replicasets"])
         return doc.get("limitRanges") == ["limits"]
 
-    await eventually(replicated, 15, "the LimitRange to be replicated into OPA")
+    await eventually(replicated, 30, "the LimitRange to be replicated into OPA")
     say('   LimitRange "limits": Container default cpu 500m / memory 256Mi, defaultRequest cpu 100m, '
         "min cpu 50m, max memory 1Gi; Pod max memory 2Gi")
 
