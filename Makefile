@@ -6,9 +6,9 @@ STAMP := $(VENV)/.fedplace-installed
 export NO_PROXY := 127.0.0.1,localhost,::1
 export no_proxy := $(NO_PROXY)
 
-.PHONY: install lock test test-real demo bench bench-real fuzz clean node-admit-demo
+.PHONY: help install lock test test-real demo bench bench-real fuzz clean node-admit-demo
 
-install: $(STAMP)
+install: $(STAMP) ## create .venv and install fedplace, the devstack and the test tools (pinned by constraints.txt)
 
 # OPA's own compiler and evaluator (OPA 1.20 as a c-shared library): the compiler
 # of record, the devstack engine's evaluator, what runs the Rego tests and `fedplace
@@ -31,7 +31,7 @@ $(STAMP): pyproject.toml devstack/pyproject.toml $(OPA_BINDINGS) $(CONSTRAINTS) 
 
 # constraints.txt anew: pyproject.toml's ranges resolved in a fresh virtualenv, then frozen.
 LOCK_VENV := .lock-venv
-lock:
+lock: ## write constraints.txt anew from pyproject.toml's ranges
 	rm -rf $(LOCK_VENV)
 	$(PYTHON) -m venv $(LOCK_VENV)
 	$(LOCK_VENV)/bin/python -m pip install --quiet --upgrade pip
@@ -42,27 +42,27 @@ lock:
 	mv $(CONSTRAINTS).new $(CONSTRAINTS)
 	rm -rf $(LOCK_VENV)
 
-test: $(STAMP)
+test: $(STAMP) ## run the test suite on the devstack servers (PYTEST_ARGS=... to narrow it)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 # The whole suite against a real OPA and a real kube-apiserver (CI's conformance stage): both
 # FEDPLACE_TEST_OPA_URL and FEDPLACE_TEST_KUBECONFIG must be set, e.g. by
 # `eval "$$(../shared/real-servers/up)"`. README: "Tests against real servers".
-test-real: $(STAMP)
+test-real: $(STAMP) ## run the test suite against a real OPA and kube-apiserver (FEDPLACE_TEST_* set)
 	@test -n "$$FEDPLACE_TEST_OPA_URL" -a -n "$$FEDPLACE_TEST_KUBECONFIG" || { \
 	  echo "make test-real: set FEDPLACE_TEST_OPA_URL and FEDPLACE_TEST_KUBECONFIG (README: Tests against real servers)" >&2; exit 2; }
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
-demo: $(STAMP)
+demo: $(STAMP) ## run the whole system on the devstack, step by step, each step checked
 	$(PY) -m devstack.demo
 
 # Node-level pod admission (KEP-2823): a pod admitted and one rejected, with the reasons.
-node-admit-demo: $(STAMP)
+node-admit-demo: $(STAMP) ## node-level pod admission: a pod admitted and one rejected, with the reasons
 	$(PY) -m devstack.nodeadmit_demo
 
 # BENCH_ARGS: server flags for every benchmark, e.g. BENCH_ARGS="--opa-url URL --kubeconfig PATH"
 # (external scratch servers instead of devstack ones; see docs/benchmarks.md).
-bench: $(STAMP)
+bench: $(STAMP) ## run every benchmark on devstack servers (BENCH_ARGS=... for external ones)
 	$(PY) bench/engine.py $(BENCH_ARGS)
 	$(PY) bench/admission.py $(BENCH_ARGS)
 	$(PY) bench/kube.py $(BENCH_ARGS)
@@ -80,7 +80,7 @@ bench: $(STAMP)
 # Every benchmark against the real servers (as `make test-real`: both variables set). The engine,
 # LimitRange and SchedulingPolicy benchmarks measure the devstack engine beside the real OPA in the
 # same run; docs/benchmarks.md has both figures for each.
-bench-real: $(STAMP)
+bench-real: $(STAMP) ## run every benchmark against the real servers (FEDPLACE_TEST_* set)
 	@test -n "$$FEDPLACE_TEST_OPA_URL" -a -n "$$FEDPLACE_TEST_KUBECONFIG" || { \
 	  echo "make bench-real: set FEDPLACE_TEST_OPA_URL and FEDPLACE_TEST_KUBECONFIG (README: Tests against real servers)" >&2; exit 2; }
 	$(MAKE) bench BENCH_ARGS="--opa-url $$FEDPLACE_TEST_OPA_URL --kubeconfig $$FEDPLACE_TEST_KUBECONFIG $(BENCH_ARGS)"
@@ -91,11 +91,15 @@ FUZZ_SEED ?= 17
 FUZZ_REQUESTS ?= 6000
 FUZZ_CONFIGMAP_OPS ?= 300
 FUZZ_SECONDS ?= 900
-fuzz: $(STAMP)
+fuzz: $(STAMP) ## the long fuzz campaign against the webhook and opa-kube-sync
 	FEDPLACE_FUZZ_SEED=$(FUZZ_SEED) FEDPLACE_FUZZ_REQUESTS=$(FUZZ_REQUESTS) \
 	FEDPLACE_FUZZ_CONFIGMAP_OPS=$(FUZZ_CONFIGMAP_OPS) FEDPLACE_FUZZ_SECONDS=$(FUZZ_SECONDS) \
 	FEDPLACE_FUZZ_REPORT=$(or $(FUZZ_REPORT),.fuzz-report.json) \
 	$(PY) -m pytest -q -s tests/fuzz
 
-clean:
+clean: ## remove .venv, caches and build output
 	rm -rf $(VENV) .pytest_cache build *.egg-info devstack/build devstack/*.egg-info
+
+# `make help`: every target with its `## ` comment, one line each.
+help: ## list the targets, one line each
+	@awk 'BEGIN { FS = ":.*## " } /^[a-zA-Z_-]+:.*## / { printf "  %-16s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)

@@ -1,10 +1,10 @@
 """The end-to-end demo: the whole system on the devstack, narrated.
 
 ``make demo`` runs this. It starts the policy engine and the API server (both
-with bearer tokens), the admission webhook (TLS, registered through the API
-server) and opa-kube-sync with remediation enforced; loads the placement
-policy as a ConfigMap; creates clusters and ReplicaSets through the API
-server; then shows
+with bearer tokens; the API server over TLS), the admission webhook (TLS,
+registered through the API server) and opa-kube-sync with remediation
+enforced; loads the placement policy as the ConfigMaps deploy/ ships; creates
+clusters and ReplicaSets through the API server; then shows
 
 1. a ReplicaSet admitted with the policy's replica-set-preferences;
 2. one denied with the policy's message;
@@ -31,6 +31,14 @@ server; then shows
 
 It prints a placement table before and after, and exits 0 only if every step
 behaved as expected. Logs of every process are kept in ``.devstack/demo/``.
+
+Both API servers serve TLS with a CA the demo makes in its folder, and the
+kubeconfigs they write carry that CA and their bearer token, so kubectl works
+with them. The policies are loaded under the ConfigMap names deploy/ ships
+(``fedplace-lib``, ``fedplace-federation``, ...). ``--keep-running``
+leaves every server running and prints their URLs, credentials and example
+command lines (devstack/demo_explore.py). SIGTERM and SIGINT stop every server
+the demo started, whenever they come; the exit status is then 128 + the signal.
 """
 
 from __future__ import annotations
@@ -38,26 +46,31 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import json
 import secrets
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterator
 
 from kubernetes_asyncio import client, config
 
 from fedplace.common.kube_client import KubeApiError, kube_json
+from fedplace.common.opa_client import OpaError
+from devstack.demo_explore import control_plane, explore_lines
 from devstack.demo_karmada import karmada_steps
 from devstack.demo_limitrange import limitrange_steps
 from devstack.demo_schedulingpolicy import CRDS as SCHEDULINGPOLICY_CRDS, SYNC_FLAGS as SCHEDULINGPOLICY_SYNC_FLAGS
 from devstack.demo_schedulingpolicy import schedulingpolicy_steps
-from devstack.demo_support import opa_get, policy_ok
+from devstack.demo_support import ADMISSION_PATIENCE, opa_get, policy_ok
 from devstack.federation import CLUSTER_CRD, CLUSTERS_PATH, cluster
-from devstack.launch import ServerProcess
+from devstack.launch import ServerProcess, stop_all
 from devstack.scratch import create_namespace
-from devstack.tls import make_ca_and_cert
+from devstack.shipped import shipped_policy_configmaps
+from devstack.tls import TlsFiles, write_ca_and_cert
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICY_NS = "kube-federation-scheduling-policy"
@@ -94,8 +107,20 @@ CLUSTERS = [
 ]
 
 
+# The policy ConfigMaps of step 3, as deploy/ ships them; the packs' steps add theirs.
+PLACEMENT_CONFIGMAPS = ("fedplace-lib", "fedplace-federation")
+
+
 class DemoFailed(Exception):
     pass
+
+
+class Stopped(Exception):
+    """The demo was stopped by ``signum`` (SIGTERM or SIGINT); every server has been stopped."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
 
 
 def say(text: str) -> None:
@@ -113,7 +138,8 @@ def check(ok: bool, what: str) -> None:
 
 
 async def eventually(fn: Callable[[], Awaitable[bool]], timeout: float, what: str) -> float:
-    """Poll ``fn`` until true; returns the seconds it took."""
+    """Poll ``fn`` until true; returns the seconds it took. ``timeout`` bounds the wait on a
+    busy machine (30 s, 60 s where policies compile); on a quiet one each wait is seconds."""
     start = time.monotonic()
     while time.monotonic() - start < timeout:
         try:
@@ -152,22 +178,40 @@ async def print_table(api: client.ApiClient, title: str) -> dict[str, str]:
     return rows
 
 
-def policy_configmap() -> dict[str, Any]:
-    files = {
-        "placement.rego": ROOT / "policies/federation/placement.rego",
-        "placement-admission.rego": ROOT / "policies/federation/admission.rego",  # hands placement.rego's decision on
-        "placement-lib.rego": ROOT / "policies/federation/lib.rego",
-        "placement-selector.rego": ROOT / "policies/federation/selector.rego",  # after the lib: it calls it
-        "placement_explain.rego": ROOT / "policies/federation/placement_explain.rego",  # what fedplace explain shows
-        "remediation.rego": ROOT / "policies/lib/remediation.rego",
-        "podspec.rego": ROOT / "policies/lib/podspec.rego",  # where packs find a pod spec
-    }
-    return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "federation-placement", "namespace": POLICY_NS},
-            "data": {k: p.read_text() for k, p in files.items()}}
+def policy_configmaps() -> dict[str, dict[str, str]]:
+    """Step 3's policy ConfigMaps ({name: data}) exactly as deploy/ ships them: the shared
+    library (remediation, where packs find a pod spec) and the federation placement policy."""
+    shipped = shipped_policy_configmaps()
+    return {name: shipped[name] for name in PLACEMENT_CONFIGMAPS}
 
 
-async def run_demo(work: Path, keep_running: bool) -> None:
+async def run_demo(work: Path, keep_running: bool, procs: list[ServerProcess]) -> None:
+    """The demo's steps; every process it starts is appended to ``procs`` (stopped here on the way
+    out). SIGTERM or SIGINT cancels it: :class:`Stopped` is then raised once all are stopped."""
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    signals: list[int] = []
+
+    def on_signal(signum: int) -> None:
+        if not signals:  # the first one: a second must not interrupt the stopping
+            say(f"\n{signal.Signals(signum).name}: stopping every server the demo started")
+            task.cancel()
+        signals.append(signum)
+
+    # Left in place until the loop closes: a signal while it waits for a thread still starting
+    # a server is then ignored, and main() stops that server too.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal, signum)
+    try:
+        await _run_demo(work, keep_running, procs)
+    except asyncio.CancelledError:
+        if not signals:
+            raise
+        raise Stopped(signals[0]) from None
+
+
+async def _run_demo(work: Path, keep_running: bool, procs: list[ServerProcess]) -> None:
     work.mkdir(parents=True, exist_ok=True)
     logs = work / "logs"
     opa_token, kube_token, notify_token = (secrets.token_hex(16) for _ in range(3))
@@ -175,47 +219,52 @@ async def run_demo(work: Path, keep_running: bool) -> None:
     (work / "kube.token").write_text(kube_token)
     (work / "notify.token").write_text(notify_token)
     kubeconfig = work / "kubeconfig"
-    procs: list[ServerProcess] = []
+    # One CA and serving certificate (never committed: .devstack/ is ignored) for the API
+    # servers and the webhooks; the kubeconfigs carry the CA.
+    tls = write_ca_and_cert(work, ["127.0.0.1", "localhost"])
 
     def started(p: ServerProcess) -> ServerProcess:
         procs.append(p)
         return p.start()
 
     try:
-        step(1, "Start the devstack: policy engine and Kubernetes API server")
+        step(1, "Start the devstack: policy engine and Kubernetes API server (TLS)")
         engine = started(ServerProcess("engine", ["-m", "devstack.engine", "--listen", "127.0.0.1:{port}",
                                                   "--token-file", str(work / "opa.token")],
                                        "/health", logs, token=opa_token))
         kube = started(ServerProcess("kube", ["-m", "devstack.kube", "--listen", "127.0.0.1:{port}",
                                               "--token-file", str(work / "kube.token"),
-                                              "--write-kubeconfig", str(kubeconfig)],
-                                     "/version", logs, token=kube_token))
+                                              "--tls-cert-file", str(tls.cert), "--tls-private-key-file", str(tls.key),
+                                              "--tls-ca-file", str(tls.ca), "--write-kubeconfig", str(kubeconfig)],
+                                     "/version", logs, scheme="https", token=kube_token, cafile=str(tls.ca)))
         say(f"   engine {engine.url}   API server {kube.url}")
         api = await config.new_client_from_config(config_file=str(kubeconfig))
         try:
-            await demo_steps(api, work, logs, engine, kube, kubeconfig, procs, started, notify_token)
-            if keep_running:
-                sync = next(p for p in procs if p.name == "opa-kube-sync")
-                say("\nEverything is still running (Ctrl-C to stop). KUBECONFIG=" + str(kubeconfig))
-                say(f"Placement page: {sync.url}/placement")
-                while True:
-                    await asyncio.sleep(3600)
+            await demo_steps(api, work, logs, engine, kube, kubeconfig, tls, started, notify_token)
         finally:
             await api.close()
+        if keep_running:
+            planes = [control_plane("The federation control plane (steps 1-14)", procs, work, tls.ca,
+                                    ("replicaset/payments", "shop")),
+                      control_plane("The Karmada control plane (steps 15-19)", procs, work / "karmada", tls.ca,
+                                    ("resourcebinding/payments-deployment", "shop"), prefix="karmada-")]
+            for line in explore_lines([p for p in planes if p is not None], Path.cwd()):
+                say(line)
+            while True:
+                await asyncio.sleep(3600)
     finally:
-        for p in reversed(procs):
-            p.stop()
+        stop_all(procs)
 
 
 async def demo_steps(api: client.ApiClient, work: Path, logs: Path, engine: ServerProcess,
-                     kube: ServerProcess, kubeconfig: Path, procs: list[ServerProcess],
+                     kube: ServerProcess, kubeconfig: Path, tls: TlsFiles,
                      started: Callable[[ServerProcess], ServerProcess], notify_token: str) -> None:
     for ns in ("opa", POLICY_NS, "shop"):
         await create_namespace(api, ns)  # and its default ServiceAccount, as the controller would
     await kube_json(api, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=CLUSTER_CRD)
     for crd in SCHEDULINGPOLICY_CRDS:  # before the sync, which replicates SchedulingPolicies
         await kube_json(api, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=crd)
-    await eventually(lambda: _served(api), 10, "the Cluster CRD to be served")
+    await eventually(lambda: _served(api), 30, "the Cluster CRD to be served")
     for name, region, pci in CLUSTERS:
         body = cluster(name, region, pci)
         body["metadata"]["labels"][NAME_LABEL] = name  # how the cluster selector names a cluster
@@ -241,23 +290,20 @@ async def demo_steps(api: client.ApiClient, work: Path, logs: Path, engine: Serv
         "--leader-election-namespace", "opa", "--notifications-token-file", str(work / "notify.token"),
         "--placement-page"],
         "/readyz", logs))
-    ca_pem, cert_pem, key_pem = make_ca_and_cert(["127.0.0.1", "localhost"])
-    (work / "ca.crt").write_bytes(ca_pem)
-    (work / "tls.crt").write_bytes(cert_pem)
-    (work / "tls.key").write_bytes(key_pem)
     admission = started(ServerProcess("admission", [
         "-m", "fedplace.admission", "--listen", "127.0.0.1:{port}",
-        "--tls-cert-file", str(work / "tls.crt"), "--tls-private-key-file", str(work / "tls.key"),
+        "--tls-cert-file", str(tls.cert), "--tls-private-key-file", str(tls.key),
         "--kubeconfig", str(kubeconfig), "--opa-url", engine.url,
-        "--opa-token-file", str(work / "opa.token"), "--policy-namespace", POLICY_NS],
-        "/readyz", logs, scheme="https", cafile=str(work / "ca.crt")))
+        "--opa-token-file", str(work / "opa.token"), "--policy-namespace", POLICY_NS,
+        *ADMISSION_PATIENCE],
+        "/readyz", logs, scheme="https", cafile=str(tls.ca)))
     say(f"   opa-kube-sync {sync.url}   admission {admission.url}")
     await kube_json(api, "POST", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", body={
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
         "metadata": {"name": "fedplace"},
         "webhooks": [{
             "name": "placement.fedplace.io",
-            "clientConfig": {"url": admission.url + "/mutate", "caBundle": base64.b64encode(ca_pem).decode()},
+            "clientConfig": {"url": admission.url + "/mutate", "caBundle": base64.b64encode(tls.ca.read_bytes()).decode()},
             "rules": WEBHOOK_RULES,
             "failurePolicy": "Fail", "sideEffects": "None", "timeoutSeconds": 10,
             "admissionReviewVersions": ["v1"],
@@ -266,10 +312,18 @@ async def demo_steps(api: client.ApiClient, work: Path, logs: Path, engine: Serv
         }]})
     say("   webhook registered: placement.fedplace.io → " + admission.url + "/mutate")
 
-    step(3, "Load the placement policy as a ConfigMap")
-    await kube_json(api, "POST", f"/api/v1/namespaces/{POLICY_NS}/configmaps", body=policy_configmap())
-    took = await eventually(lambda: policy_ok(api, POLICY_NS, "federation-placement"), 15, "the policy status annotation to say ok")
-    say(f"   fedplace.io/policy-status = ok after {took:.2f}s")
+    step(3, "Load the placement policy: the ConfigMaps " + " and ".join(PLACEMENT_CONFIGMAPS) + ", as deploy/ ships them")
+    t0 = time.monotonic()
+    for name, data in policy_configmaps().items():  # a module calling one not loaded yet is retried by the sync
+        await kube_json(api, "POST", f"/api/v1/namespaces/{POLICY_NS}/configmaps", body={
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": POLICY_NS},
+            "data": data})
+
+    async def loaded() -> bool:
+        return all([await policy_ok(api, POLICY_NS, name) for name in PLACEMENT_CONFIGMAPS])
+
+    await eventually(loaded, 60, "the policy status annotations to say ok")
+    say(f"   fedplace.io/policy-status = ok on both after {time.monotonic() - t0:.2f}s")
 
     step(4, "Create ReplicaSets: each is admitted with the policy's preferences")
     wanted = {
@@ -314,7 +368,7 @@ async def demo_steps(api: client.ApiClient, work: Path, logs: Path, engine: Serv
         rows = {i["metadata"]["name"]: placement(i) for i in doc["items"]}
         return rows["payments"] == "gce-europe-west1" and rows["ledger"] == "gce-us-central1"
 
-    await eventually(remediated, 20, "payments and ledger to be re-placed")
+    await eventually(remediated, 30, "payments and ledger to be re-placed")
     say(f"   remediated {time.monotonic() - t0:.2f}s after the label change")
     after = await print_table(api, "placement after remediation:")
     check(after["payments"] == "gce-europe-west1", "payments now only on gce-europe-west1")
@@ -333,7 +387,7 @@ async def demo_steps(api: client.ApiClient, work: Path, logs: Path, engine: Serv
         return isinstance(opa.get("result"), dict) and len(opa["result"]) == len(CLUSTERS) \
             and len(pol.get("result") or []) >= modules
 
-    await eventually(restored, 15, "OPA's data and policies to be restored")
+    await eventually(restored, 60, "OPA's data and policies to be restored")
     say(f"   data and policies restored {time.monotonic() - t0:.2f}s after OPA came back")
     await kube_json(api, "POST", RS_PATH.format(ns="shop"), body=rs_body("checkout", {EU: "true", PCI: "2"}))
     final = await print_table(api, "placement after the restart:")
@@ -384,7 +438,7 @@ async def selector_steps(api: client.ApiClient, engine: ServerProcess, n: int) -
         doc = await opa_get(engine, "/v1/data/kubernetes/secrets/shop/card-keys")
         return isinstance(doc.get("result"), dict)
 
-    await eventually(replicated_without_data, 10, "the Secret to be replicated")
+    await eventually(replicated_without_data, 30, "the Secret to be replicated")
     doc = (await opa_get(engine, "/v1/data/kubernetes/secrets/shop/card-keys"))["result"]
     check("data" not in doc and "stringData" not in doc, "OPA holds the Secret's metadata only, never its data")
     mine = json.dumps([{"key": NAME_LABEL, "operator": "In", "values": ["gce-us-central1"]}])
@@ -405,7 +459,7 @@ async def selector_steps(api: client.ApiClient, engine: ServerProcess, n: int) -
         obj = await kube_json(api, "GET", DEPLOY_PATH.format(ns="shop") + "/storefront")
         return selected(obj) == "aws-eu-central-1, gce-europe-west1"
 
-    await eventually(replaced, 20, "storefront to be re-placed")
+    await eventually(replaced, 30, "storefront to be re-placed")
     say(f"   aws-eu-central-1 back to PCI 3: storefront re-placed {time.monotonic() - t0:.2f}s later")
     storefront = await kube_json(api, "GET", DEPLOY_PATH.format(ns="shop") + "/storefront")
     check(selected(storefront) == "aws-eu-central-1, gce-europe-west1", "storefront now selects both clusters")
@@ -414,6 +468,17 @@ async def selector_steps(api: client.ApiClient, engine: ServerProcess, n: int) -
 async def _served(api: client.ApiClient) -> bool:
     await kube_json(api, "GET", CLUSTERS_PATH)
     return True
+
+
+@contextlib.contextmanager
+def _signals_ignored() -> Iterator[None]:
+    """SIGTERM and SIGINT ignored meanwhile (the last servers being stopped)."""
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -425,13 +490,22 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(args.workdir)
     shutil.rmtree(work, ignore_errors=True)
     start = time.monotonic()
+    procs: list[ServerProcess] = []
     try:
-        asyncio.run(run_demo(work, args.keep_running))
-    except DemoFailed as exc:
+        asyncio.run(run_demo(work, args.keep_running, procs))
+    except (DemoFailed, KubeApiError, OpaError) as exc:  # a step's check, or an answer no step expected
         print(f"\nDEMO FAILED: {exc}\nlogs: {work / 'logs'}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        return 130
+    except Stopped as exc:
+        print(f"stopped by {exc}; every server the demo started is stopped", file=sys.stderr)
+        return 128 + exc.signum
+    except KeyboardInterrupt:  # before the demo's own handlers were in place, or after
+        return 128 + signal.SIGINT
+    finally:
+        # A server a thread was starting when the demo stopped is started by now (the event
+        # loop waited for its threads): stop it too.
+        with _signals_ignored():
+            stop_all(procs)
     print(f"(took {time.monotonic() - start:.1f}s; logs in {work / 'logs'})")
     return 0
 

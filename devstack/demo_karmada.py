@@ -46,7 +46,7 @@ from kubernetes_asyncio import client, config
 from fedplace.common.kube_client import KubeApiError, kube_json
 from devstack.karmada import CLUSTERS, PROPAGATION_POLICIES, RESOURCE_BINDINGS, install_crds
 from devstack.karmada.standins import DEPLOYMENTS, Detector, Scheduler
-from devstack.demo_support import opa_get, policy_ok
+from devstack.demo_support import ADMISSION_PATIENCE, opa_get, policy_ok
 from devstack.launch import ServerProcess
 from devstack.shipped import shipped_policy_configmaps
 from devstack.scratch import create_namespace
@@ -182,7 +182,8 @@ async def karmada_steps(work: Path, logs: Path, started: Callable[[ServerProcess
                         say: Callable[[str], None], step: Callable[[int, str], None],
                         check: Callable[[bool, str], None], eventually: Callable[..., Awaitable[float]]) -> None:
     """Steps ``first`` … ``first + 4``. ``work`` holds the demo's CA and serving certificate
-    (``ca.crt``, ``tls.crt``, ``tls.key``), reused by the second webhook; ``started`` starts a
+    (``ca.crt``, ``tls.crt``, ``tls.key``), reused by karmada-apiserver (TLS; its kubeconfig,
+    ``work/karmada/kubeconfig``, carries the CA) and the second webhook; ``started`` starts a
     :class:`ServerProcess` and has the demo stop it at the end."""
     step(first, "Karmada: a second control plane (karmada-apiserver, its OPA, opa-kube-sync, webhook)")
     t_start = time.monotonic()
@@ -197,8 +198,11 @@ async def karmada_steps(work: Path, logs: Path, started: Callable[[ServerProcess
                            "/health", logs, token=opa_token)
     kube = ServerProcess("karmada-apiserver", ["-m", "devstack.kube", "--listen", "127.0.0.1:{port}",
                                                "--token-file", str(kwork / "kube.token"),
+                                               "--tls-cert-file", str(work / "tls.crt"),
+                                               "--tls-private-key-file", str(work / "tls.key"),
+                                               "--tls-ca-file", str(work / "ca.crt"),
                                                "--write-kubeconfig", str(kubeconfig)],
-                         "/version", logs, token=kube_token)
+                         "/version", logs, scheme="https", token=kube_token, cafile=str(work / "ca.crt"))
     await _start_all(started, engine, kube)
     api = await config.new_client_from_config(config_file=str(kubeconfig))
     tasks: list[asyncio.Task[None]] = []
@@ -211,7 +215,8 @@ async def karmada_steps(work: Path, logs: Path, started: Callable[[ServerProcess
             "-m", "fedplace.admission", "--listen", "127.0.0.1:{port}",
             "--tls-cert-file", str(work / "tls.crt"), "--tls-private-key-file", str(work / "tls.key"),
             "--kubeconfig", str(kubeconfig), "--opa-url", engine.url,
-            "--opa-token-file", str(kwork / "opa.token"), "--policy-namespace", POLICY_NS],
+            "--opa-token-file", str(kwork / "opa.token"), "--policy-namespace", POLICY_NS,
+            *ADMISSION_PATIENCE],
             "/readyz", logs, scheme="https", cafile=str(work / "ca.crt"))
         admission_up = asyncio.ensure_future(_start_all(started, admission))  # meanwhile: CRDs, Clusters, policies
         try:
@@ -257,7 +262,7 @@ async def karmada_steps(work: Path, logs: Path, started: Callable[[ServerProcess
         async def loaded() -> bool:
             return all([await policy_ok(api, POLICY_NS, name) for name in configmaps])
 
-        await eventually(loaded, 20, "the policy ConfigMaps to load")
+        await eventually(loaded, 60, "the policy ConfigMaps to load")
         say(f"   {', '.join(configmaps)} (control_plane := \"karmada\"): policy-status ok "
             f"{time.monotonic() - t0:.2f}s after they were created")
         log_handler = _log_to(logs / "karmada-standins.log")
@@ -293,7 +298,7 @@ async def _steps(api: client.ApiClient, engine: ServerProcess, first: int, *, sa
     step(first + 1, "Karmada: a workload placed — the binding narrowed, the scheduler picks allowed clusters")
     await kube_json(api, "POST", DEPLOYMENTS_PATH, body=deployment("payments", {EU: "true", PCI: "2"}))
     say("   Deployment shop/payments (EU jurisdiction, PCI >= 2, 4 replicas) admitted")
-    await eventually(lambda: replicated(f"deployments/{NS}/payments"), 10, "the template to be replicated")
+    await eventually(lambda: replicated(f"deployments/{NS}/payments"), 30, "the template to be replicated")
     t0 = time.monotonic()
     await kube_json(api, "POST", PROPAGATION_POLICIES.collection_path(NS), body=propagation_policy(
         "payments", "payments", {"exclude": ["member-virginia"]}))
@@ -303,7 +308,7 @@ async def _steps(api: client.ApiClient, engine: ServerProcess, first: int, *, sa
     async def placed() -> bool:
         return scheduled(await binding()) != "(not scheduled yet)"
 
-    await eventually(placed, 10, "the detector's binding to be scheduled")
+    await eventually(placed, 30, "the detector's binding to be scheduled")
     took = time.monotonic() - t0
     b = await binding()
     show_binding(say, b)
@@ -325,12 +330,12 @@ async def _steps(api: client.ApiClient, engine: ServerProcess, first: int, *, sa
     async def renarrowed() -> bool:
         return "member-dublin" in exclude_of(await binding())
 
-    narrowed_after = await eventually(renarrowed, 20, "the remediator to re-narrow the binding")
+    narrowed_after = await eventually(renarrowed, 30, "the remediator to re-narrow the binding")
 
     async def moved() -> bool:
         return scheduled(await binding()) == "member-frankfurt (4)"
 
-    await eventually(moved, 20, "the scheduler to move the replicas")
+    await eventually(moved, 30, "the scheduler to move the replicas")
     moved_after = time.monotonic() - t0
     b = await binding()
     show_binding(say, b)
@@ -370,7 +375,7 @@ async def _steps(api: client.ApiClient, engine: ServerProcess, first: int, *, sa
     async def rewritten() -> bool:
         return exclude_of(await binding())[:1] == ["member-staging"]
 
-    await eventually(rewritten, 10, "the detector to rewrite the binding's placement")
+    await eventually(rewritten, 30, "the detector to rewrite the binding's placement")
     took = time.monotonic() - t0
     b = await binding()
     show_binding(say, b)

@@ -39,8 +39,8 @@ LIMITRANGE = {
 
 
 def _configmaps() -> dict[str, dict[str, str]]:
-    """The pack as deploy/ ships it (the pod-spec library it needs is in the demo's
-    placement ConfigMap, as in fedplace-lib)."""
+    """The pack as deploy/ ships it (the pod-spec library it needs is in
+    ConfigMap fedplace-lib, which the demo loads in step 3)."""
     pack = {f.name: f.read_text() for f in sorted((ROOT / "policies" / "limitrange").glob("*.rego"))
             if not f.name.endswith("_test.rego")}
     return {"fedplace-limitrange": pack}
@@ -69,16 +69,16 @@ async def limitrange_steps(api: client.ApiClient, engine: Any, first: int, *, sa
         status = ((cm.get("metadata") or {}).get("annotations") or {}).get(STATUS)
         return bool(status) and json.loads(status).get("status") == "ok"
 
-    took = await eventually(loaded, 20, "the fedplace-limitrange ConfigMap to load")
+    took = await eventually(loaded, 60, "the fedplace-limitrange ConfigMap to load")
     say(f"   fedplace-limitrange loaded ({took:.2f}s)")
     await kube_json(api, "POST", f"/api/v1/namespaces/{NS}/limitranges", body=LIMITRANGE)
-    settings = OpaSettings(url=engine.url, token=engine.token)
+    settings = OpaSettings(url=engine.url, token=engine.token, timeout=30.0)  # a busy machine is slow
 
     async def replicated() -> bool:
         doc = await limits.report(settings, NS, ["replicasets"])
         return doc.get("limitRanges") == ["limits"]
 
-    await eventually(replicated, 15, "the LimitRange to be replicated into OPA")
+    await eventually(replicated, 30, "the LimitRange to be replicated into OPA")
     say('   LimitRange "limits": Container default cpu 500m / memory 256Mi, defaultRequest cpu 100m, '
         "min cpu 50m, max memory 1Gi; Pod max memory 2Gi")
 

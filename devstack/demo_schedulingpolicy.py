@@ -80,7 +80,7 @@ async def schedulingpolicy_steps(api: client.ApiClient, first: int, *, say: Call
                     body=[rule], content_type="application/json-patch+json")
     say("   webhook: SchedulingPolicies are admitted through it too")
     # The pack as deploy/ ships it and its settings (the component's ConfigMap); the
-    # pod-spec library it needs is in the demo's placement ConfigMap, as in fedplace-lib.
+    # pod-spec library it needs is in ConfigMap fedplace-lib, which the demo loads in step 3.
     configmaps = {"fedplace-schedulingpolicy": pack_sources()}
     (settings,) = component("settings.yaml")
     configmaps[settings["metadata"]["name"]] = settings["data"]
@@ -96,7 +96,7 @@ async def schedulingpolicy_steps(api: client.ApiClient, first: int, *, say: Call
                 return False
         return True
 
-    took = await eventually(loaded, 20, "the pack's ConfigMaps to load")
+    took = await eventually(loaded, 60, "the pack's ConfigMaps to load")
     say(f"   {', '.join(configmaps)}: policy-status ok after {took:.2f}s")
     for obj in component("policies.yaml") + [o for o in component("rbac.yaml") if o["metadata"]["name"].startswith("sp:")]:
         meta = obj["metadata"]
@@ -116,7 +116,7 @@ async def schedulingpolicy_steps(api: client.ApiClient, first: int, *, say: Call
     step(first + 1, "A Deployment asking for more than its service account may use is denied")
     await kube_json(api, "POST", SP_PATH, body=SHOP_POLICY)
     say("   SchedulingPolicy shop created (not granted to anybody yet)")
-    await eventually(lambda: _restricted_applies(api), 10, "restricted to be replicated")
+    await eventually(lambda: _restricted_applies(api), 30, "restricted to be replicated")
     message = await denied(DEPLOYMENTS, deployment("worker", {"priorityClassName": "shop-high"}))
     say(f"   {message}")
     check('priorityClassName "shop-high": not allowed' in message
@@ -140,7 +140,7 @@ async def schedulingpolicy_steps(api: client.ApiClient, first: int, *, say: Call
         out = await kube_json(api, "POST", DEPLOYMENTS, query=[("dryRun", "All")], body=bare)
         return "priorityClassName" in out["spec"]["template"]["spec"]
 
-    took = await eventually(granted, 10, "the grant to be replicated")
+    took = await eventually(granted, 30, "the grant to be replicated")
     created = await kube_json(api, "POST", DEPLOYMENTS, body=bare)
     spec = created["spec"]["template"]["spec"]
     injected = {k: spec[k] for k in ("priorityClassName", "nodeSelector", "tolerations") if k in spec}

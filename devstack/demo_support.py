@@ -1,5 +1,5 @@
-"""Helpers the demo's parts share (devstack/demo.py and its demo_*.py): reading OPA and
-asking whether a policy ConfigMap loaded."""
+"""Helpers the demo's parts share (devstack/demo.py and its demo_*.py): the webhooks' flags,
+reading OPA and asking whether a policy ConfigMap loaded."""
 
 from __future__ import annotations
 
@@ -12,7 +12,12 @@ from kubernetes_asyncio import client
 from fedplace.common.kube_client import kube_json
 from devstack.launch import ServerProcess
 
-__all__ = ["opa_get", "policy_ok"]
+__all__ = ["ADMISSION_PATIENCE", "opa_get", "policy_ok"]
+
+# The webhooks' patience with OPA: up to 4 s an attempt, 9 s a decision (the API servers call
+# them with timeoutSeconds 10). The defaults (2 s, 5 s) suit a cluster; the demo's servers
+# share one machine with whatever else runs on it.
+ADMISSION_PATIENCE = ["--opa-timeout", "4", "--deadline", "9"]
 
 
 async def opa_get(engine: ServerProcess, path: str) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["ServerProcess", "free_port", "wait_http"]
+__all__ = ["ServerProcess", "free_port", "stop_all", "wait_http"]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -134,3 +134,18 @@ class ServerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def stop_all(procs: list[ServerProcess], timeout: float = 10.0) -> None:
+    """Stop every process of ``procs`` at once: SIGTERM to all, then SIGKILL to those still
+    running after ``timeout`` seconds; waits until each has exited."""
+    running = [p.proc for p in procs if p.proc is not None and p.proc.poll() is None]
+    for proc in running:
+        proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for proc in running:
+        try:
+            proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-__all__ = ["make_ca_and_cert"]
+__all__ = ["TlsFiles", "make_ca_and_cert", "write_ca_and_cert"]
 
 
 def _name(cn: str) -> x509.Name:
@@ -57,3 +59,26 @@ def make_ca_and_cert(sans: list[str], days: int = 2) -> tuple[bytes, bytes, byte
     pem = serialization.Encoding.PEM
     key_pem = key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     return ca.public_bytes(pem), cert.public_bytes(pem), key_pem
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """Where :func:`write_ca_and_cert` wrote the CA certificate, the serving certificate and its key."""
+
+    ca: Path
+    cert: Path
+    key: Path
+
+
+def write_ca_and_cert(directory: Path, sans: list[str], days: int = 2) -> TlsFiles:
+    """A fresh CA and serving certificate for ``sans`` written into ``directory`` as ``ca.crt``,
+    ``tls.crt`` and ``tls.key`` (the key with mode 0600)."""
+    ca_pem, cert_pem, key_pem = make_ca_and_cert(sans, days)
+    directory.mkdir(parents=True, exist_ok=True)
+    files = TlsFiles(directory / "ca.crt", directory / "tls.crt", directory / "tls.key")
+    files.ca.write_bytes(ca_pem)
+    files.cert.write_bytes(cert_pem)
+    files.key.touch(mode=0o600)
+    files.key.chmod(0o600)
+    files.key.write_bytes(key_pem)
+    return files
