@@ -2,7 +2,8 @@
 
 :class:`MutateHandler` reads the body (bounded), parses the AdmissionReview,
 asks :class:`~fedplace.admission.presence.PolicyPresence` whether policies exist,
-queries OPA when needed, calls the pure :func:`~fedplace.admission.decision.decide`
+queries OPA when needed, checks that the decision comes from the whole policy set
+(:mod:`~fedplace.admission.loading`), calls the pure :func:`~fedplace.admission.decision.decide`
 and carries the decision out: a Warning Event (off the request path; none on
 dry runs), metrics, one log line and the AdmissionReview answer.
 
@@ -25,7 +26,8 @@ from aiohttp import http_exceptions, web
 
 from fedplace.admission import metrics
 from fedplace.admission.config import AdmissionConfig
-from fedplace.admission.decision import Decision, OpaOutcome, decide, needs_query
+from fedplace.admission.decision import Decision, OpaOutcome, decide, loading, needs_query
+from fedplace.admission.loading import check_loaded
 from fedplace.admission.query import query_decision
 from fedplace.admission.review import AdmissionRequest, BadReview, parse_review, review_response
 from fedplace.admission.listener import timing_middleware
@@ -43,8 +45,11 @@ log = logging.getLogger(__name__)
 
 class PolicyState(Protocol):
     synced: bool
+    namespace: str
 
     def policies_exist(self) -> bool: ...
+
+    def names(self) -> list[str]: ...
 
 
 def json_answer(doc: Any, status: int = 200) -> web.Response:
@@ -182,7 +187,7 @@ class MutateHandler:
                 deadline=deadline, attempt_timeout=self.config.opa.timeout, backoff=self.config.retry,
                 first_attempt_outside="first-attempt" in self.config.speedups,
             )
-        decision = decide(review, policies_exist, outcome)
+        decision = self._decide(review, policies_exist, outcome)
         elapsed = time.monotonic() - started
         self._record_event(review, decision)
         answer = json_answer(review_response(
@@ -190,6 +195,16 @@ class MutateHandler:
         ))
         self._account(review, decision, outcome, elapsed)
         return answer
+
+    def _decide(self, review: AdmissionRequest, policies_exist: bool, outcome: OpaOutcome | None) -> Decision:
+        """:func:`decide` on a decision computed from the whole policy set; fail closed (cause
+        ``loading``) while OPA holds only part of it (:mod:`fedplace.admission.loading`)."""
+        if outcome is None:
+            return decide(review, policies_exist, outcome)
+        check = check_loaded(outcome, self.policies.namespace, self.policies.names())
+        if check.loading:
+            return loading(check.loading)
+        return decide(review, policies_exist, check.outcome)
 
     def _account(self, review: AdmissionRequest, decision: Decision, outcome: OpaOutcome | None,
                  elapsed: float) -> None:

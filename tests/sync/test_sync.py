@@ -22,7 +22,7 @@ import pytest
 
 from fedplace.common.kube_client import KubeApiError, Resource, kube_json
 from devstack.federation import CLUSTER_CRD
-from fedplace.sync import replicated_root
+from fedplace.sync import loaded, replicated_root
 from fedplace.sync.app import SyncApp
 from fedplace.sync.config import parse_args
 from fedplace.sync.policy_status import STATUS_ANNOTATION
@@ -114,8 +114,8 @@ async def generated_root_module(opa) -> str | None:
 
 
 def configmap_module_ids(body: dict[str, Any]) -> list[str]:
-    """The ids in a ``GET /v1/policies`` answer, sorted, bar the generated root module."""
-    return sorted(p["id"] for p in body["result"] if p["id"] != replicated_root.POLICY_ID)
+    """The ids in a ``GET /v1/policies`` answer, sorted, bar the sync's generated modules."""
+    return sorted(p["id"] for p in body["result"] if p["id"] not in (replicated_root.POLICY_ID, loaded.POLICY_ID))
 
 
 async def policy_status(api, name: str) -> dict[str, Any] | None:
