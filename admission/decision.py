@@ -14,6 +14,8 @@ DELETE or CONNECT                     allow, unchanged, OPA not asked     allowe
 no policy ConfigMaps                  allow, unchanged, OPA not asked     fail_open
 OPA failed after retries              deny 403, Event                     fail_closed
 result undefined                      deny 403 "no policy decision"       fail_closed
+policy set still loading              deny 403 "policies are loading      fail_closed
+(:mod:`fedplace.admission.loading`)   into OPA ...", Event
 result not {errors, annotations,      deny 403, Event                     fail_closed
 patch, patches, events} of the right
 types, or an invalid ``patch``/
@@ -67,6 +69,7 @@ __all__ = [
     "decide",
     "introduced_errors",
     "is_being_deleted",
+    "loading",
     "needs_old_query",
     "needs_query",
     "policy_errors",
@@ -84,7 +87,7 @@ RATCHET_DELETING = "being_deleted"
 class Decision:
     """What to answer. ``outcome`` is the metric label; ``cause`` says why a
     fail-closed denial happened (``unavailable``, ``malformed``, ``request``,
-    ``undefined``, ``invalid_decision``); ``event_reason`` is set when a
+    ``undefined``, ``invalid_decision``, ``loading``); ``event_reason`` is set when a
     Warning Event should be recorded; ``events`` are the policy's own Events
     about other objects (allowed decisions only); ``warnings`` go into the
     AdmissionReview answer; ``ratchet`` is set (:data:`RATCHET_PREEXISTING`,
@@ -147,6 +150,12 @@ def _fail_closed(cause: str, message: str) -> Decision:
     return Decision(allowed=False, outcome="fail_closed", cause=cause, code=403,
                     message=f"placement policy could not be evaluated (failing closed): {message}",
                     event_reason=REASON_ENGINE)
+
+
+def loading(reason: str) -> Decision:
+    """Fail closed: OPA's policy set is not complete yet (cause ``loading``, ``reason`` from
+    :func:`fedplace.admission.loading.check_loaded`), whatever the partial decision says."""
+    return _fail_closed("loading", reason)
 
 
 def _error_text(err: Any) -> str:

@@ -2,7 +2,8 @@
 
 :class:`MutateHandler` reads the body (bounded), parses the AdmissionReview,
 asks :class:`~fedplace.admission.presence.PolicyPresence` whether policies exist,
-queries OPA when needed, calls the pure :func:`~fedplace.admission.decision.decide`
+queries OPA when needed, checks that the decision comes from the whole policy set
+(:mod:`~fedplace.admission.loading`), calls the pure :func:`~fedplace.admission.decision.decide`
 and carries the decision out: a Warning Event (off the request path; none on
 dry runs), metrics, one log line and the AdmissionReview answer.
 
@@ -25,7 +26,8 @@ from aiohttp import http_exceptions, web
 
 from fedplace.admission import metrics
 from fedplace.admission.config import AdmissionConfig
-from fedplace.admission.decision import Decision, OpaOutcome, decide, needs_old_query, needs_query
+from fedplace.admission.decision import Decision, OpaOutcome, decide, loading, needs_old_query, needs_query
+from fedplace.admission.loading import check_loaded
 from fedplace.admission.query import query_decision
 from fedplace.admission.review import AdmissionRequest, BadReview, parse_review, review_response
 from fedplace.admission.listener import timing_middleware
@@ -43,8 +45,11 @@ log = logging.getLogger(__name__)
 
 class PolicyState(Protocol):
     synced: bool
+    namespace: str
 
     def policies_exist(self) -> bool: ...
+
+    def names(self) -> list[str]: ...
 
 
 def json_answer(doc: Any, status: int = 200) -> web.Response:
@@ -176,13 +181,14 @@ class MutateHandler:
         policies_exist = self.policies.policies_exist()
         outcome: OpaOutcome | None = None
         old_outcome: OpaOutcome | None = None
+        still_loading = ""  # why OPA holds only part of the policy set, if it does
         if needs_query(review, policies_exist):
             assert review.object is not None
-            outcome = await self._query(review.object, deadline)
-            if needs_old_query(review, outcome):  # which of the errors this update introduced
+            outcome, still_loading = await self._query(review.object, deadline)
+            if not still_loading and needs_old_query(review, outcome):  # which errors this update introduced
                 assert review.old_object is not None
-                old_outcome = await self._query(review.old_object, deadline)
-        decision = decide(review, policies_exist, outcome, old_outcome)
+                old_outcome, still_loading = await self._query(review.old_object, deadline)
+        decision = loading(still_loading) if still_loading else decide(review, policies_exist, outcome, old_outcome)
         elapsed = time.monotonic() - started
         self._record_event(review, decision)
         answer = json_answer(review_response(
@@ -192,13 +198,17 @@ class MutateHandler:
         self._account(review, decision, outcome, elapsed, old_outcome)
         return answer
 
-    async def _query(self, obj: dict[str, Any], deadline: Deadline) -> OpaOutcome:
-        """The policy's decision for ``obj`` (a Secret without its content: common/secrets.py)."""
-        return await query_decision(
+    async def _query(self, obj: dict[str, Any], deadline: Deadline) -> tuple[OpaOutcome, str]:
+        """The policy's decision for ``obj`` (a Secret without its content: common/secrets.py),
+        without the record of a complete load, and why OPA holds only part of the policy set
+        ("" when it holds all of it: :mod:`fedplace.admission.loading`)."""
+        outcome = await query_decision(
             self.opa, self.config.opa.query_path, without_secret_content(obj),
             deadline=deadline, attempt_timeout=self.config.opa.timeout, backoff=self.config.retry,
             first_attempt_outside="first-attempt" in self.config.speedups,
         )
+        check = check_loaded(outcome, self.policies.namespace, self.policies.names())
+        return check.outcome, check.loading
 
     def _account(self, review: AdmissionRequest, decision: Decision, outcome: OpaOutcome | None,
                  elapsed: float, old_outcome: OpaOutcome | None = None) -> None:

@@ -62,7 +62,7 @@ FAIL_CLOSED = Counter(
     "Requests denied because policies exist but no valid decision was obtained, by cause.",
     ["cause"],
 )
-for _c in ("unavailable", "malformed", "request", "undefined", "invalid_decision"):
+for _c in ("unavailable", "malformed", "request", "undefined", "invalid_decision", "loading"):
     FAIL_CLOSED.labels(_c)
 
 # The notAfter of the serving certificate in use (admission/tls.py; 0 when serving plain HTTP).

@@ -36,3 +36,7 @@ class PolicyPresence:
 
     def count(self) -> int:
         return len(self.informer.objects)
+
+    def names(self) -> list[str]:
+        """The policy ConfigMaps' names (cache keys are ``namespace/name``)."""
+        return [key.rpartition("/")[2] for key in self.informer.objects]

@@ -312,7 +312,7 @@ def measure(target: Target, conc: int, seconds: float, args: argparse.Namespace,
 async def prepare(srv: Any, tmp: Path) -> str:
     """Policy and 10 clusters into OPA, a policy ConfigMap into a fresh namespace; the namespace."""
     opa, kube = srv.opa, srv.kube
-    opa.owns(documents=("kubernetes",), policies=("bench-admission/",))
+    opa.owns(documents=("kubernetes", "fedplace_sync"), policies=("bench-admission/", "opa-kube-sync/"))
     async with opa.session() as s:
         for name in ("lib.rego", "placement.rego", "admission.rego"):
             src = (ROOT / "policies/federation" / name).read_text()
@@ -322,12 +322,20 @@ async def prepare(srv: Any, tmp: Path) -> str:
             assert r.status in (200, 204), await r.text()
         async with s.post(opa.url + QUERY, json={"input": replicaset()}) as r:
             result = (await r.json()).get("result") or {}
-    prefs = (result.get("annotations") or {}).get(PREFERENCES) or {}  # an object: the webhook serialises it
+    prefs = (result.get("annotations") or {}).get(PREFERENCES) or {}
+    prefs = json.loads(prefs) if isinstance(prefs, str) else prefs  # the policy's own text, or an object
     assert not result.get("errors") and len(prefs.get("clusters", {})) == 2, result  # EU and PCI >= 2: 2 of 10
 
     from fedplace.common.kube_client import kube_json
+    from fedplace.sync import loaded
 
     ns = await kube.namespace("policy")
+    async with opa.session() as s:  # what opa-kube-sync writes once it has loaded the ConfigMap (docs/sync.md)
+        async with s.put(f"{opa.url}/v1/policies/{loaded.POLICY_ID}", data=loaded.render()) as r:
+            assert r.status == 200, await r.text()
+        async with s.put(f"{opa.url}/v1/data/fedplace_sync", json={
+                "generation": "bench", "loaded": loaded.record_document({ns: {"placement"}}, {"clusters"})}) as r:
+            assert r.status in (200, 204), await r.text()
     await kube_json(kube.api, "POST", f"/api/v1/namespaces/{ns}/configmaps", body={
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "placement"},
         "data": {name: (ROOT / "policies/federation" / name).read_text() for name in ("placement.rego", "admission.rego")}})

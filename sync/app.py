@@ -4,8 +4,9 @@ restart detection, the remediator when enabled, and the HTTP endpoints.
 Start-up order: write the sentinel (retrying until OPA answers), then start
 the informers; once every type's initial list and every policy namespace's
 initial load are pushed, confirm the sentinel is still ours (else re-push),
-and only then report ready (``/readyz``) — so an OPA restart at any moment of
-the start-up is caught. :func:`run` is the in-process entry point.
+write the record of a complete load (:mod:`fedplace.sync.loaded`), and only
+then report ready (``/readyz``) — so an OPA restart at any moment of the
+start-up is caught. :func:`run` is the in-process entry point.
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ from kubernetes_asyncio import client
 from fedplace.common.events import EventRecorder, InvolvedObject, involved_object
 from fedplace.common.informer import Informer
 from fedplace.common.kube_client import Resource, new_api_client
+from fedplace.common.opa_client import OpaError
 from fedplace.common.ops_http import add_ops_routes
 from fedplace.common.policy_configmaps import CONFIGMAPS, policy_informer_settings
 from fedplace.insight import page as placement_page
 from fedplace.insight.reasons import read_settings
 from fedplace.remediator.remediator import Remediator
-from fedplace.sync import replicated_root
+from fedplace.sync import loaded, replicated_root
 from fedplace.sync.config import SyncConfig
 from fedplace.sync.notifications import add_notifications_route
 from fedplace.sync.opa_watch import Responsiveness, SlowRequest, WatchedOpaClient
@@ -82,8 +84,10 @@ class SyncApp:
         self.replicators: dict[str, ReplicationHandler] = {}
         self.loaders: list[PolicyHandler] = []
         self.informers: list[Informer] = []
-        self.detector = RestartDetector(self.opa, settings.opa_check_interval, self.restore)
-        self.confirmed = asyncio.Event()  # initial sync done and the sentinel confirmed
+        self.record = (loaded.LoadedRecord(self.opa, self.loaded_record) if settings.admission_package
+                       else None)
+        self.detector = RestartDetector(self.opa, settings.opa_check_interval, self.restore, record=self.record)
+        self.confirmed = asyncio.Event()  # initial sync done, the sentinel confirmed, the record written
         self.events: EventRecorder | None = None
         self.remediator: Remediator | None = None
         self._tasks: list[asyncio.Task[Any]] = []
@@ -131,7 +135,7 @@ class SyncApp:
             for ns in s.policy_namespaces:
                 loader = PolicyHandler(ns, self.opa, self.api, self.signal, self.events,
                                        allow_system=s.allow_system_packages, limits=s.policy_limits,
-                                       write_timeout=s.opa_policy_timeout)
+                                       write_timeout=s.opa_policy_timeout, on_covered=self._publish_record)
                 self.loaders.append(loader)
                 self.informers.append(Informer(self.api, CONFIGMAPS, loader, namespace=ns,
                                                  settings=policy_informer_settings()))
@@ -174,7 +178,7 @@ class SyncApp:
     async def _lifecycle(self) -> None:
         """Sentinel, informers, initial sync, confirmation, then restart detection."""
         await self._until_ok(self.detector.mark, "cannot write the sentinel yet")
-        await self._until_ok(self.push_replicated_root, "cannot load the replicated-root module yet")
+        await self._until_ok(self.push_own_modules, "cannot load the sync's own modules yet")
         for inf in self.informers:
             self._spawn(inf.run(), f"informer-{inf.resource.plural}")
         waits = [rep.synced.wait() for rep in self.replicators.values()]
@@ -186,6 +190,8 @@ class SyncApp:
                 log.warning("OPA lost its state during the initial sync: pushing everything again")
                 await self.detector.mark()
                 await self.restore()
+            if self.record is not None:
+                await self.record.publish(complete=True)
 
         await self._until_ok(confirm, "cannot confirm the initial sync yet")
         self.confirmed.set()
@@ -264,15 +270,36 @@ class SyncApp:
                 if policy:
                     break
 
-    async def push_replicated_root(self) -> None:
-        """Load the generated module naming the replicated data root (before any policy
-        ConfigMap: libraries such as remediation call its functions)."""
+    async def push_own_modules(self) -> None:
+        """Load the generated modules before any policy ConfigMap: the one naming the
+        replicated data root (libraries such as remediation call its functions) and the one
+        putting the record of a complete load into the admission decision."""
         await self.opa.put_policy(replicated_root.POLICY_ID, replicated_root.render(self.settings.replicate_path),
                                   timeout=self.settings.opa_policy_timeout)
+        if self.record is not None:
+            await self.opa.put_policy(loaded.POLICY_ID, loaded.render(self.settings.admission_package),
+                                      timeout=self.settings.opa_policy_timeout)
+
+    def loaded_record(self) -> dict[str, Any]:
+        """The record of what OPA holds: every policy ConfigMap OPA has answered for, per
+        namespace, and every replicated resource whose initial list was pushed."""
+        return loaded.record_document({loader.namespace: set(loader.covered) for loader in self.loaders},
+                                      {plural for plural, rep in self.replicators.items() if rep.synced.is_set()})
+
+    async def _publish_record(self) -> None:
+        """A policy ConfigMap finished loading or went away: write the record again (not before
+        the first complete load). OPA refusing or not answering is left to restart detection."""
+        if self.record is None:
+            return
+        try:
+            await self.record.publish()
+        except OpaError as exc:
+            log.info("cannot write the record of a complete load; checking OPA", extra={"error": str(exc)})
+            self.detector.poke()
 
     async def restore(self) -> None:
         """Push every cached object and policy again (OPA lost its state)."""
-        await self.push_replicated_root()
+        await self.push_own_modules()
         await asyncio.gather(*(rep.push_all() for rep in self.replicators.values()))
         for loader in self.loaders:
             await loader.push_all()

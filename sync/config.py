@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from fedplace.common.kube_client import Resource
 from fedplace.common.opa_client import OpaSettings
+from fedplace.sync.loaded import render as render_loaded
 from fedplace.sync.policy_check import Limits
 from fedplace.remediator.config import RemediatorSettings, add_arguments as add_remediator_arguments
 from fedplace.remediator.config import settings_from_args as remediator_settings
@@ -43,6 +44,7 @@ class SyncConfig:
     enable_data: bool = True
     listen: tuple[str, int] = ("127.0.0.1", 8182)
     opa_check_interval: float = 1.0
+    admission_package: str = "io.k8s.federation.admission"
     log_level: str = "info"
     remediator: RemediatorSettings = field(default_factory=RemediatorSettings)
     placement_page: bool = False
@@ -133,6 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="health, metrics and notifications")
     p.add_argument("--opa-check-interval", type=_positive, default=1.0, metavar="SECONDS",
                    help="how often to check that OPA still holds our state (restart detection)")
+    p.add_argument("--admission-package", default="io.k8s.federation.admission", metavar="PACKAGE",
+                   help="package of the admission decision (the webhook's decision path, dotted) into which the "
+                        "sync loads its record of a complete load (docs/sync.md); \"\" loads none")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.add_argument("--placement-page", type=_bool, nargs="?", const=True, default=False, metavar="BOOL",
                    help="serve the placement page at /placement (and its model at /placement.json) on --listen")
@@ -168,6 +173,11 @@ def parse_args(argv: list[str] | None = None) -> SyncConfig:
         parser.error(f"--replicate: {', '.join(dupes)} given more than once (data paths would collide)")
     if not args.replicate_path.strip("/") or "/" in args.replicate_path.strip("/"):
         parser.error("--replicate-path: expected one path segment, e.g. kubernetes")
+    if args.admission_package:
+        try:
+            render_loaded(args.admission_package)
+        except ValueError as exc:
+            parser.error(f"--admission-package: {exc}")
     if args.placement_page and not args.placement_page_token_file and not _loopback(args.listen[0]):
         parser.error(f"--placement-page on --listen {args.listen[0]}:{args.listen[1]} (not a loopback address) needs "
                      "--placement-page-token-file: the page lists every workload and cluster to anyone reaching it")
@@ -201,6 +211,7 @@ def parse_args(argv: list[str] | None = None) -> SyncConfig:
         enable_data=args.enable_data,
         listen=args.listen,
         opa_check_interval=args.opa_check_interval,
+        admission_package=args.admission_package,
         log_level=args.log_level,
         remediator=remediation,
         placement_page=args.placement_page,

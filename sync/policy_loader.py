@@ -29,7 +29,11 @@ informer handler for one namespace (:class:`PolicyHandler`):
 * our own annotation writes come back as MODIFIED events: a ConfigMap whose
   data did not change is not reloaded, so there is no reload loop;
 * modules that failed to compile are retried after every successful load and
-  on a backoff timer (a module may depend on one that loads later).
+  on a backoff timer (a module may depend on one that loads later);
+* :attr:`PolicyHandler.covered` names the ConfigMaps whose modules have all
+  been sent to OPA and answered (loaded or refused); ``on_covered`` is awaited
+  when that set changes, before the status is written back (the sync's record
+  of a complete load, :mod:`fedplace.sync.loaded`).
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from kubernetes_asyncio import client
 from prometheus_client import Counter
@@ -69,8 +73,10 @@ class PolicyHandler:
 
     def __init__(self, namespace: str, opa: OpaClient, api: client.ApiClient, signal: ChangeSignal,
                  events: EventRecorder | None = None, allow_system: bool = False, limits: Limits = Limits(),
-                 write_timeout: float = 600.0) -> None:
+                 write_timeout: float = 600.0, on_covered: Callable[[], Awaitable[None]] | None = None) -> None:
         self.namespace = namespace
+        self.on_covered = on_covered
+        self.covered: set[str] = set()  # ConfigMaps whose modules OPA has all answered
         self.write_timeout = write_timeout
         self.opa = opa
         self.signal = signal
@@ -171,6 +177,7 @@ class PolicyHandler:
                         state.errors[mid] = old.errors[mid]
                     else:
                         state.refused[mid] = old.refused[mid]
+        await self._cover(name, True)
         await self.status.write(state)
 
     async def _put(self, state: ConfigMapState, mid: str, raw: str) -> bool:
@@ -268,6 +275,18 @@ class PolicyHandler:
         forget_modules(self.namespace, name)
         self._orphans |= set(state.modules)
         await self._delete_orphans()
+        await self._cover(name, False)
+
+    async def _cover(self, name: str, covered: bool) -> None:
+        """Add or remove ``name`` from :attr:`covered`; tell ``on_covered`` when that changed it."""
+        if (name in self.covered) == covered:
+            return
+        if covered:
+            self.covered.add(name)
+        else:
+            self.covered.discard(name)
+        if self.on_covered is not None:
+            await self.on_covered()
 
     async def _delete_orphans(self) -> None:
         """Delete modules no ConfigMap defines any more. OPA refusing one (another module

@@ -8,6 +8,10 @@ each full sync the detector writes a sentinel document,
 ``restore()`` re-pushes all data and policies from the caches. While OPA does
 not answer, checks repeat with a short backoff (≤ the interval), so the state
 is back within about one interval plus the push once OPA answers again.
+
+With a :class:`~fedplace.sync.loaded.LoadedRecord`, writing the sentinel
+withdraws the record of a complete load, and a completed re-push writes it
+again (a failed write of the record counts as a failed re-push).
 """
 
 from __future__ import annotations
@@ -16,11 +20,14 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 from prometheus_client import Counter, Histogram
 
 from fedplace.common.opa_client import OpaClient, OpaError
+
+if TYPE_CHECKING:
+    from fedplace.sync.loaded import LoadedRecord
 
 __all__ = ["SENTINEL_PATH", "RestartDetector"]
 
@@ -32,8 +39,10 @@ RESTORE_SECONDS = Histogram("fedplace_sync_opa_restore_seconds", "Time to re-pus
 
 
 class RestartDetector:
-    def __init__(self, opa: OpaClient, interval: float, restore: Callable[[], Awaitable[None]]) -> None:
+    def __init__(self, opa: OpaClient, interval: float, restore: Callable[[], Awaitable[None]],
+                 record: "LoadedRecord | None" = None) -> None:
         self.opa = opa
+        self.record = record
         self.interval = interval
         self.restore = restore
         self.generation = ""
@@ -48,7 +57,11 @@ class RestartDetector:
     async def mark(self) -> None:
         """Write a new sentinel: OPA now holds everything we pushed."""
         generation = uuid.uuid4().hex
-        await self.opa.put_data(SENTINEL_PATH, {"generation": generation})
+        if self.record is None:
+            await self.opa.put_data(SENTINEL_PATH, {"generation": generation})
+        else:
+            async with self.record.withdrawn():
+                await self.opa.put_data(SENTINEL_PATH, {"generation": generation})
         self.generation = generation
         self.marked.set()
 
@@ -81,6 +94,8 @@ class RestartDetector:
                 restoring = True
                 await self.mark()
                 await self.restore()
+                if self.record is not None:
+                    await self.record.publish(complete=True)
                 self.resyncs += 1
                 RESYNCS.inc()
                 RESTORE_SECONDS.observe(time.monotonic() - start)

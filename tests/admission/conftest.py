@@ -20,6 +20,7 @@ from fedplace.admission.lifecycle import Webhook
 from fedplace.common.kube_client import KubeApiError, kube_json
 from fedplace.common.opa_client import OpaClient, OpaSettings
 from tests.fixtures.kube import ScratchNamespaces
+from tests.fixtures.loaded import write_loaded_record
 
 PACKAGE = "package io.k8s.federation.admission\n\n"
 
@@ -99,6 +100,7 @@ class Harness:
     policy_namespace: str
     opa_url: str
     extra: list[Webhook] = field(default_factory=list)
+    configmaps: set[str] = field(default_factory=set)  # policy ConfigMaps made by add_policy_configmap
 
     @property
     def url(self) -> str:
@@ -127,10 +129,20 @@ class Harness:
         return body["response"]
 
     async def put_policy(self, rego: str) -> None:
+        """Load the test's admission module, with the record of a complete load the sync
+        would write (tests/fixtures/loaded.py) naming every policy ConfigMap made so far."""
         await self.opa_client.put_policy(POLICY_ID, PACKAGE + rego)
+        await self.mark_loaded()
+
+    async def mark_loaded(self, client: OpaClient | None = None) -> None:
+        """Write the record of a complete load naming :attr:`configmaps` (into ``client``'s OPA)."""
+        await write_loaded_record(client or self.opa_client, self.policy_namespace, self.configmaps)
 
     async def add_policy_configmap(self, name: str = "placement", webhooks: list[Webhook] | None = None) -> None:
-        """Create a ConfigMap in the policy namespace and wait until the webhook(s) see it."""
+        """Create a ConfigMap in the policy namespace (named in the record of a complete load,
+        as once the sync loaded it) and wait until the webhook(s) see it."""
+        self.configmaps.add(name)
+        await self.mark_loaded()
         await kube_json(self.api, "POST", f"/api/v1/namespaces/{self.policy_namespace}/configmaps", body={
             "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
             "data": {"placement.rego": PACKAGE + "errors := set()\n"}})

@@ -24,6 +24,7 @@ from fedplace.common.kube_client import kube_json
 from devstack.launch import free_port
 from tests.admission.conftest import Harness, eventually, replicaset, review
 from tests.metrics import metric
+from tests.fixtures.loaded import write_loaded_record
 
 PREFS = "federation.kubernetes.io/replica-set-preferences"
 
@@ -511,6 +512,7 @@ async def test_token_file_rotation(harness: Harness, opa_auth: Any, tmp_path: An
     async with OpaClient(OpaSettings(url=opa_auth.url, token=opa_auth.token)) as admin:
         await admin.put_policy("fedplace-tests/token.rego",
                                "package io.k8s.federation.admission\n\n" + ALLOW_WITH_ANNOTATION)
+        await write_loaded_record(admin, h.policy_namespace, ["placement"])
     token_file = tmp_path / "opa.token"
     token_file.write_text("stale-token\n")
     hook = await h.start_webhook(opa={"url": opa_auth.url, "token_file": str(token_file)})

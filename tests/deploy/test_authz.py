@@ -98,6 +98,12 @@ CASES = [
     ("sync", "PUT", ["v1", "policies", "authz", "authz.rego"], False),
     ("sync", "DELETE", ["v1", "policies", "", "authz", "authz.rego"], False),  # the file-loaded module
     ("sync", "PUT", ["v1", "policies", "kube-federation-scheduling-policy"], False),
+    ("sync", "PUT", ["v1", "policies", "opa-kube-sync", "replicated-root.rego"], True),
+    ("sync", "PUT", ["v1", "policies", "opa-kube-sync", "loaded.rego"], True),
+    ("sync", "PUT", ["v1", "policies", "opa-kube-sync"], False),
+    ("admission", "PUT", ["v1", "policies", "opa-kube-sync", "loaded.rego"], False),
+    ("reader", "PUT", ["v1", "policies", "opa-kube-sync", "loaded.rego"], False),
+    ("sync", "PATCH", ["v1", "data", "fedplace_sync"], True),
     ("sync", "PUT", ["v1", "data", "kubernetes", "replicasets"], True),
     ("sync", "PATCH", ["v1", "data", "kubernetes", "replicasets", "default", "web"], True),
     ("sync", "DELETE", ["v1", "data", "kubernetes", "clusters", "gce-europe-west1"], True),

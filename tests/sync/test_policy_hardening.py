@@ -137,7 +137,7 @@ async def test_system_package_refused_however_it_is_written(opa, policies, start
     assert [e["code"] for e in status["errors"]] == ["fedplace_reserved_package"]
     assert status["errors"][0]["location"]["file"] == f"{policies.ns}/p/authz.rego"
     assert "data.system.authz" in status["errors"][0]["message"]
-    assert await policy_ids(opa) == sorted([f"{policies.ns}/p/ok.rego", "opa-kube-sync/replicated-root.rego"])
+    assert await policy_ids(opa) == sorted([f"{policies.ns}/p/ok.rego", "opa-kube-sync/loaded.rego", "opa-kube-sync/replicated-root.rego"])
     _, body = await opa.query("system/authz/allow")
     assert "result" not in body, "data.system.authz must stay undefined"
 

@@ -21,8 +21,9 @@ import aiohttp
 import pytest
 
 from fedplace.common.kube_client import KubeApiError, Resource, kube_json
+from fedplace.common.opa_client import OpaRequestError
 from devstack.federation import CLUSTER_CRD
-from fedplace.sync import replicated_root
+from fedplace.sync import loaded, replicated_root
 from fedplace.sync.app import SyncApp
 from fedplace.sync.config import parse_args
 from fedplace.sync.policy_status import STATUS_ANNOTATION
@@ -114,8 +115,8 @@ async def generated_root_module(opa) -> str | None:
 
 
 def configmap_module_ids(body: dict[str, Any]) -> list[str]:
-    """The ids in a ``GET /v1/policies`` answer, sorted, bar the generated root module."""
-    return sorted(p["id"] for p in body["result"] if p["id"] != replicated_root.POLICY_ID)
+    """The ids in a ``GET /v1/policies`` answer, sorted, bar the sync's generated modules."""
+    return sorted(p["id"] for p in body["result"] if p["id"] not in (replicated_root.POLICY_ID, loaded.POLICY_ID))
 
 
 async def policy_status(api, name: str) -> dict[str, Any] | None:
@@ -882,3 +883,71 @@ def test_slim_kubernetes_client_talks_raw_json_without_generated_classes(kube):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["NamespaceList", "False", "False"]
+
+
+# -- the record of a complete load ---------------------------------------------------------
+
+
+async def loaded_record(opa) -> Any:
+    return await opa_data(opa, "fedplace_sync", "loaded")
+
+
+async def test_the_record_names_every_configmap_loaded_or_broken_and_follows_changes(world, opa, start_sync):
+    """Written once everything is loaded, a broken ConfigMap included; a new ConfigMap is
+    named before its status says loaded, a deleted one taken out; the admission decision
+    carries the record through the generated module."""
+    api = world
+    await put_configmap(api, "good", {"a.rego": "package io.k8s.federation.admission\n\nerrors := set()\n"})
+    await put_configmap(api, "broken", {"b.rego": "package fedtest.broken\n\nx := \n"})
+    svc = await start_sync("--policy-namespace", POLICY_NS)
+    assert await loaded_record(opa) == {"configmaps": {POLICY_NS: ["broken", "good"]}, "resources": ["replicasets"]}
+    assert (await policy_status(api, "broken"))["status"] == "error"
+    _, body = await opa.request("GET", "/v1/policies/" + loaded.POLICY_ID)
+    assert body["result"]["raw"] == loaded.render("io.k8s.federation.admission")
+    status, decision = await opa.query("io/k8s/federation/admission", {"kind": "ReplicaSet"})
+    assert status == 200 and decision["result"] == {"errors": [], loaded.LOADED_KEY: await loaded_record(opa)}
+
+    await put_configmap(api, "later", {"c.rego": "package fedtest.later\n\ny := 1\n"})
+    await eventually(lambda: _status_is(api, "later", "ok"), what="later loaded")
+    assert (await loaded_record(opa))["configmaps"][POLICY_NS] == ["broken", "good", "later"]
+    await kube_json(api, "DELETE", CM.object_path("broken", POLICY_NS))
+
+    async def broken_gone() -> bool:
+        return (await loaded_record(opa))["configmaps"][POLICY_NS] == ["good", "later"]
+    await eventually(broken_gone, what="the deleted ConfigMap out of the record")
+    assert svc.record is not None and svc.record.written == await loaded_record(opa)
+
+
+async def test_the_record_is_gone_while_opa_reloads_and_written_after(world, opa, start_sync):
+    """OPA loses its state: no record until the sync has pushed everything again; the
+    sentinel written before the re-push withdraws any record."""
+    api = world
+    await put_configmap(api, "good", {"a.rego": "package fedtest.good\n\nx := 1\n"})
+    svc = await start_sync("--policy-namespace", POLICY_NS)
+    full = await loaded_record(opa)
+    assert full == {"configmaps": {POLICY_NS: ["good"]}, "resources": ["replicasets"]}
+    await opa.wipe()
+    assert await loaded_record(opa) is None
+    await eventually(lambda: _eq(loaded_record(opa), full), 5, "the record written again")
+    # By then everything is back: the modules and the replicated data.
+    assert await opa_data(opa, "fedtest", "good", "x") == 1
+    await assert_in_sync(api, opa, RS, policies=True, timeout=1)
+    assert svc.detector.resyncs >= 1
+
+    # Written under the sentinel only: into an OPA that lost it, the write is refused.
+    assert svc.record is not None
+    await opa.request("DELETE", "/v1/data/fedplace_sync")
+    with pytest.raises(OpaRequestError) as refused:
+        await svc.record.publish(complete=True)
+    assert refused.value.status == 404
+    assert await opa_data(opa, "fedplace_sync") is None
+    await eventually(lambda: _eq(loaded_record(opa), full), 5, "the record written again after the sentinel loss")
+
+
+async def test_no_record_without_an_admission_package(world, opa, start_sync):
+    api = world
+    await put_configmap(api, "good", {"a.rego": "package fedtest.good\n\nx := 1\n"})
+    svc = await start_sync("--policy-namespace", POLICY_NS, "--admission-package", "")
+    assert svc.record is None and await loaded_record(opa) is None
+    _, body = await opa.request("GET", "/v1/policies")
+    assert loaded.POLICY_ID not in {p["id"] for p in body["result"]}

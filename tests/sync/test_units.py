@@ -184,6 +184,7 @@ async def test_change_signal_wait_and_kinds():
         (["--enable-data=maybe"], "--enable-data"),
         (["--opa-check-interval", "0"], "--opa-check-interval"),
         (["--replicate-path", "a/b"], "--replicate-path"),
+        (["--admission-package", "io/k8s/federation/admission"], "--admission-package"),
         (["--remediate", "enforce", "--replicate", "v1/configmaps"], "--remediate-resource"),
         (["--replicate", "v1/configmaps", "--replicate-cluster", "x/v1/configmaps"], "more than once"),
     ],

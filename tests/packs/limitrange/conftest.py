@@ -36,6 +36,7 @@ from fedplace.admission.lifecycle import Webhook
 from fedplace.common.kube_client import kube_json
 from fedplace.common.opa_client import OpaClient, OpaSettings
 from tests.fixtures.kube import ScratchNamespaces
+from tests.fixtures.loaded import write_loaded_record
 from tests.fixtures.opa import OpaServer
 from tests.packs.limitrange.harness import EVALUATORS, PACK_MODULES, Evaluator, InProcess, Server
 
@@ -139,6 +140,7 @@ async def webhook(opa: Any, kube_api: client.ApiClient, kube_namespaces: Scratch
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "fedplace-limitrange"}, "data": {}})
     opa_client = OpaClient(OpaSettings(url=opa.url, token=opa.token))
     await load_modules(opa_client, pack_modules())
+    await write_loaded_record(opa_client, policy_ns, ["fedplace-limitrange"])  # as opa-kube-sync would
     hook = Webhook(config_from_mapping({
         "listen": "127.0.0.1:0", "policy_namespace": policy_ns,
         "opa": {"url": opa.url, "timeout": 5.0, **({"token": opa.token} if opa.token else {})},
