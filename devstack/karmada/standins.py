@@ -368,15 +368,15 @@ def choose_clusters(placement: Mapping[str, Any] | None, clusters: Iterable[Mapp
     return sorted(candidates(placement, clusters).tiers)
 
 
-def available_replicas(cluster: Mapping[str, Any]) -> int | None:
+def available_replicas(cluster: Mapping[str, Any]) -> int:
     """How many more replicas ``cluster`` takes: ``status.resourceSummary`` allocatable pods minus
     allocated (and allocating) pods, as Karmada's general estimator counts for a replica without
-    resource requests; None (no limit) when the cluster reports no pod count."""
+    resource requests; 0 when the cluster reports no pod count (its estimator's answer then)."""
     summary = (cluster.get("status") or {}).get("resourceSummary") or {}
     try:
         allocatable = int((summary.get("allocatable") or {})["pods"])
     except (KeyError, TypeError, ValueError):
-        return None
+        return 0
     used = 0
     for part in ("allocated", "allocating"):
         try:
@@ -439,8 +439,7 @@ def schedule(placement: Mapping[str, Any] | None, clusters: Sequence[Mapping[str
     out: list[Obj] = []
     for tier in sorted(set(found.tiers.values())):
         names = sorted(n for n, t in found.tiers.items() if t == tier)
-        room = [available_replicas(by_name[n]) for n in names]
-        take = remaining if any(r is None for r in room) else min(remaining, sum(r or 0 for r in room))
+        take = min(remaining, sum(available_replicas(by_name[n]) for n in names))
         if take:
             out += target_clusters(names, placement, take)
             remaining -= take
@@ -625,11 +624,14 @@ class Scheduler:
         """One pass: list the Clusters and the bindings; each binding :func:`needs_scheduling` is
         handled, the others are left alone (``unchanged``). A binding whose
         :func:`placement_changed` is false only gets ``status.schedulerObservedGeneration`` set
-        (``unchanged``). Else :func:`schedule`: on success, or :class:`NoClusterFits` (``[]``),
-        one merge patch of ``spec.clusters`` and :data:`APPLIED_PLACEMENT`, then the status
-        (observed generation, the term in use, a ``Scheduled`` condition) — ``updated``; on
-        :class:`Unschedulable` ``spec.clusters`` is kept and only the condition written, the
-        generation left unobserved so that the next pass tries again (``unchanged``). Refusals
+        (``unchanged``). Else :func:`schedule`: on success one merge patch of ``spec.clusters``
+        and :data:`APPLIED_PLACEMENT`, then the status (observed generation, the term in use, a
+        ``Scheduled`` condition) — ``updated``, or only the status when the result is what is
+        stored; on :class:`NoClusterFits` ``spec.clusters`` removed and the placement recorded,
+        a ``NoClusterFit`` condition, the generation left unobserved — ``updated``; on
+        :class:`Unschedulable` ``spec.clusters`` and the recorded placement are kept and only the
+        condition is written, the generation left unobserved (``unchanged``). Karmada retries a
+        binding it failed: so does the next pass. Refusals
         are logged and recorded; other errors raise."""
         clusters, bindings = await asyncio.gather(_list(self.api, CLUSTERS, None, self.cluster_selector),
                                                   self._bindings())
@@ -657,25 +659,31 @@ class Scheduler:
             await self._status(path, meta["generation"], status.get("schedulerObservingAffinityName", ""), None)
             return False
         placement = spec.get("placement")
-        try:
-            targets, affinity = schedule(placement, clusters, spec.get("replicas"),
-                                         status.get("schedulerObservingAffinityName", ""))
-            condition = ("True", "Success", "Binding has been scheduled successfully.")
-        except NoClusterFits as exc:
-            targets, affinity = [], status.get("schedulerObservingAffinityName", "")
-            condition = ("False", "NoClusterFit", str(exc))
-        except Unschedulable as exc:
-            await self._status(path, None, status.get("schedulerObservingAffinityName", ""),
-                               ("False", "Unschedulable", str(exc)))
-            return False
         applied = json.dumps(placement or {}, separators=(",", ":"))
-        if (targets == spec.get("clusters") and meta["generation"] == status.get("schedulerObservedGeneration")
-                and (meta.get("annotations") or {}).get(APPLIED_PLACEMENT) == applied):
-            return False  # rescheduled to the same result: nothing to write
+        observed_affinity = status.get("schedulerObservingAffinityName", "")
+        try:
+            targets, affinity = schedule(placement, clusters, spec.get("replicas"), observed_affinity)
+        except Unschedulable as exc:
+            await self._status(path, None, observed_affinity, ("False", "Unschedulable", str(exc)))
+            return False
+        except NoClusterFits as exc:
+            # Karmada's FitError: spec.clusters dropped and the placement recorded, the generation
+            # left unobserved (the binding is retried).
+            if spec.get("clusters") or (meta.get("annotations") or {}).get(APPLIED_PLACEMENT) != applied:
+                await kube_json(self.api, "PATCH", path, content_type="application/merge-patch+json", body={
+                    "metadata": {"annotations": {APPLIED_PLACEMENT: applied}}, "spec": {"clusters": None}})
+                await self._status(path, None, observed_affinity, ("False", "NoClusterFit", str(exc)))
+                return True
+            return False
+        if targets == (spec.get("clusters") or []) and (meta.get("annotations") or {}).get(APPLIED_PLACEMENT) == applied:
+            if meta["generation"] != status.get("schedulerObservedGeneration"):
+                await self._status(path, meta["generation"], affinity,
+                                   ("True", "Success", "Binding has been scheduled successfully."))
+            return False  # rescheduled to the same result: nothing else to write
         written = await kube_json(self.api, "PATCH", path, content_type="application/merge-patch+json", body={
-            "metadata": {"annotations": {APPLIED_PLACEMENT: applied}},
-            "spec": {"clusters": targets}})
-        await self._status(path, written["metadata"]["generation"], affinity, condition)
+            "metadata": {"annotations": {APPLIED_PLACEMENT: applied}}, "spec": {"clusters": targets}})
+        await self._status(path, written["metadata"]["generation"], affinity,
+                           ("True", "Success", "Binding has been scheduled successfully."))
         return True
 
     async def _status(self, path: str, generation: int | None, affinity: str,

@@ -77,11 +77,13 @@ async def test_scheduler_honours_placement(karmada_api: client.ApiClient, kube_n
     assert sorted(report.updated) == sorted(f"{ns}/{n}-deployment" for n in placements)
     assert not report.refused
     stored = {n: await get_binding(api, ns, f"{n}-deployment") for n in placements}
-    assert {n: rb["spec"]["clusters"] for n, rb in stored.items()} == {n: want for n, (_, _, want) in placements.items()}
+    assert {n: rb["spec"].get("clusters", []) for n, rb in stored.items()} == {n: want for n, (_, _, want) in placements.items()}
     assert all(rb["spec"].get("placement") == placements[n][0] for n, rb in stored.items())  # nothing else written
-    for n, rb in stored.items():  # the placement scheduled for, and the generation observed
+    for n, rb in stored.items():  # the placement scheduled for; the generation observed unless nothing fits
         assert json.loads(rb["metadata"]["annotations"][APPLIED_PLACEMENT]) == (placements[n][0] or {}), n
-        assert rb["status"]["schedulerObservedGeneration"] == rb["metadata"]["generation"], n
+        fits = bool(placements[n][2])
+        assert (rb["status"].get("schedulerObservedGeneration") == rb["metadata"]["generation"]) == fits, n
+        assert rb["status"]["conditions"][0]["reason"] == ("Success" if fits else "NoClusterFit"), n
 
     # nothing changed: nothing written
     report = await scheduler.schedule_once()

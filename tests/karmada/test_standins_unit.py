@@ -294,7 +294,11 @@ def test_placement_schema_is_one_and_typed() -> None:
     term = props["clusterAffinities"]["items"]
     assert term["required"] == ["affinityName"]
     assert term["properties"]["affinityName"] == {"type": "string", "minLength": 1}
-    assert {k: v for k, v in term["properties"].items() if k != "affinityName"} == props["clusterAffinity"]["properties"]
+    tiers = term["properties"]["overflowAffinities"]
+    assert tiers["type"] == "array" and tiers["items"]["required"] == ["affinityName"]
+    assert tiers["items"]["properties"] == {k: v for k, v in term["properties"].items() if k != "overflowAffinities"}
+    assert {k: v for k, v in term["properties"].items() if k not in ("affinityName", "overflowAffinities")} == \
+        props["clusterAffinity"]["properties"]
 
     def preserving(node: Any, path: str = "") -> list[str]:
         if not isinstance(node, dict):
@@ -365,11 +369,11 @@ def overflow(primary: dict[str, Any], *tiers: dict[str, Any]) -> dict[str, Any]:
 def test_available_replicas() -> None:
     assert available_replicas(pods(CLUSTERS[0], 10, 3)) == 7
     assert available_replicas(pods(CLUSTERS[0], 2, 5)) == 0
-    assert available_replicas(CLUSTERS[0]) is None
+    assert available_replicas(CLUSTERS[0]) == 0
 
 
 def test_overflow_tiers_fill_in_order_each_with_its_own_exclude() -> None:
-    fleet = [pods(CLUSTERS[0], 5), pods(CLUSTERS[1], 100), pods(CLUSTERS[2], 100), CLUSTERS[3]]
+    fleet = [pods(CLUSTERS[0], 5), pods(CLUSTERS[1], 100), pods(CLUSTERS[2], 100), pods(CLUSTERS[3], 100)]
     # a (5 pods) first, then the tier: b, excluded by the term, is admitted by the tier
     placement = overflow({"clusterNames": ["a"], "exclude": ["b"]}, {"clusterNames": ["b"]})
     assert schedule(placement, fleet, 20) == ([{"name": "a", "replicas": 5}, {"name": "b", "replicas": 15}], "main")
