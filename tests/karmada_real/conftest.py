@@ -1,4 +1,4 @@
-"""fedplace beside real Karmada: the fixture of the tests in this directory (all marked
+"""fedplace beside real Karmada: the fixture of the tests in this directory (each module marked
 ``karmada_real``: skipped unless ``KARMADA_REAL_STATE`` says real Karmada runs beside the
 session's API server)."""
 
@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AsyncIterator
 
-import pytest
 import pytest_asyncio
 from kubernetes_asyncio import client
 
@@ -25,13 +24,6 @@ from tests.packs.karmada.helpers import PCI, EU, deployment, fedplace_on_karmada
 MERGE = "application/merge-patch+json"
 PCI_LABEL = "pci-compliance-level"
 NEEDS_EU_PCI2 = {EU: "true", PCI: "2"}
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    here = Path(__file__).parent
-    for item in items:
-        if here in Path(str(item.fspath)).parents:
-            item.add_marker(pytest.mark.karmada_real)
 
 
 @dataclass

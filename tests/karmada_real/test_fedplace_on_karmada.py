@@ -25,6 +25,8 @@ from tests.packs.karmada.helpers import ADDED
 
 from .conftest import NEEDS_EU_PCI2, Fleet
 
+pytestmark = pytest.mark.karmada_real
+
 AGGREGATED = {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Aggregated"}
 QUIET = 10.0  # seconds a test watches spec.clusters for a forbidden cluster
 
@@ -156,5 +158,3 @@ async def _excluding(fleet: Fleet, template: str, cluster: str) -> dict[str, Any
     b = await fleet.karmada.binding(template)
     return b if b is not None and cluster in affinity_excludes(b) else None
 
-
-pytestmark = pytest.mark.karmada_real
