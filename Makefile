@@ -6,7 +6,7 @@ STAMP := $(VENV)/.fedplace-installed
 export NO_PROXY := 127.0.0.1,localhost,::1
 export no_proxy := $(NO_PROXY)
 
-.PHONY: help install lock test test-real demo bench bench-real fuzz clean node-admit-demo
+.PHONY: help install lock test test-real test-karmada-real demo bench bench-real fuzz clean node-admit-demo
 
 install: $(STAMP) ## create .venv and install fedplace, the devstack and the test tools (pinned by constraints.txt)
 
@@ -52,6 +52,17 @@ test-real: $(STAMP) ## run the test suite against a real OPA and kube-apiserver 
 	@test -n "$$FEDPLACE_TEST_OPA_URL" -a -n "$$FEDPLACE_TEST_KUBECONFIG" || { \
 	  echo "make test-real: set FEDPLACE_TEST_OPA_URL and FEDPLACE_TEST_KUBECONFIG (README: Tests against real servers)" >&2; exit 2; }
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# The Karmada tests against real Karmada (CI's conformance stage, after `make test-real`): the
+# scenario suite (marker `karmada`) and fedplace on real Karmada (marker `karmada_real`), nothing
+# else — the rest of the suite would meet karmada-webhook's failurePolicy Fail on Karmada's
+# resources, and the devstack's test CRDs are never put over Karmada's own. Needs the two variables
+# of test-real and KARMADA_REAL_STATE, e.g. by `eval "$$(../shared/real-servers/karmada-up
+# "$$FEDPLACE_TEST_KUBECONFIG" 0)"`. README: "Tests against real servers".
+test-karmada-real: $(STAMP) ## run the Karmada tests against real Karmada (CI's conformance stage; README)
+	@test -n "$$FEDPLACE_TEST_OPA_URL" -a -n "$$FEDPLACE_TEST_KUBECONFIG" -a -n "$$KARMADA_REAL_STATE" || { \
+	  echo "make test-karmada-real: set FEDPLACE_TEST_OPA_URL, FEDPLACE_TEST_KUBECONFIG and KARMADA_REAL_STATE (README: Tests against real servers)" >&2; exit 2; }
+	$(PY) -m pytest -q -m "karmada or karmada_real" $(PYTEST_ARGS)
 
 demo: $(STAMP) ## run the whole system on the devstack, step by step, each step checked
 	$(PY) -m devstack.demo

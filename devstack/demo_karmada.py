@@ -386,7 +386,13 @@ async def _steps(api: client.ApiClient, engine: ServerProcess, first: int, *, sa
     check(json.loads(b["metadata"]["annotations"][ADDED])["clusterAffinity"]["user"] == 1,
           f"{ADDED} records that the list fedplace wrote begins with the developer's one entry")
     check(scheduled(b) == "member-frankfurt (4)", "the workload stays on member-frankfurt")
-    settled = b["metadata"]["resourceVersion"]
+
+    async def observed() -> bool:  # the scheduler's own record of the rewrite (annotation, status) written
+        obj = await binding()
+        return (obj.get("status") or {}).get("schedulerObservedGeneration") == obj["metadata"]["generation"]
+
+    await eventually(observed, 10, "the scheduler to observe the rewritten binding")
+    settled = (await binding())["metadata"]["resourceVersion"]
     await asyncio.sleep(4 * STANDIN_INTERVAL)
     check((await binding())["metadata"]["resourceVersion"] == settled,
           f"settled: nothing wrote the binding again in the next {4 * STANDIN_INTERVAL:.1f}s (no detector/webhook fight)")

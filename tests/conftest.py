@@ -22,6 +22,7 @@ pytest_plugins = [
     "tests.fixtures.opa",
     "tests.fixtures.kube",
     "tests.fixtures.proxy",
+    "tests.fixtures.karmada",
 ]
 
 # Local test servers must never be reached through a proxy.

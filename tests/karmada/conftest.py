@@ -9,6 +9,7 @@ import pytest_asyncio
 from kubernetes_asyncio import client
 
 from devstack.karmada import install_crds
+from tests.fixtures.karmada import skip_when_real_karmada
 from tests.fixtures.kube import KubeServer
 
 from .helpers import ClusterScoped
@@ -16,7 +17,9 @@ from .helpers import ClusterScoped
 
 @pytest_asyncio.fixture
 async def karmada_api(kube: KubeServer, kube_api: client.ApiClient) -> client.ApiClient:
-    """``kube_api`` on a server with devstack/karmada/crds.yaml installed and Established."""
+    """``kube_api`` on a server with devstack/karmada/crds.yaml installed and Established (skipped
+    while real Karmada runs there)."""
+    skip_when_real_karmada()
     await install_crds(kube_api)
     return kube_api
 

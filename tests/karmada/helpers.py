@@ -11,6 +11,7 @@ from kubernetes_asyncio import client
 
 from fedplace.common.kube_client import KubeApiError, Resource, kube_json
 from devstack.karmada import RESOURCE_BINDINGS
+from devstack.karmada.standins import PP_PERMANENT_ID
 
 T = TypeVar("T")
 
@@ -41,6 +42,9 @@ def policy(name: str, selectors: list[dict[str, Any]], placement: dict[str, Any]
 
 def binding(name: str, placement: dict[str, Any] | None = None, replicas: int | None = None,
             labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """A ResourceBinding of Deployment ``name``, with a policy's permanent-id label (as the detector
+    writes it: the scheduler ignores a binding without one) besides ``labels``."""
+    labels = {PP_PERMANENT_ID: "test-policy-id", **(labels or {})}
     spec: dict[str, Any] = {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name}}
     if replicas is not None:
         spec["replicas"] = replicas

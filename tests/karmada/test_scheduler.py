@@ -4,13 +4,14 @@ the Cluster objects, written only when it differs; and the detector and schedule
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from kubernetes_asyncio import client
 
 from fedplace.common.kube_client import kube_json
 from devstack.karmada import CLUSTERS, PROPAGATION_POLICIES, RESOURCE_BINDINGS
-from devstack.karmada.standins import DEPLOYMENTS, Detector, Scheduler
+from devstack.karmada.standins import APPLIED_PLACEMENT, DEPLOYMENTS, Detector, Scheduler
 from devstack.scratch import unique_name
 
 from .helpers import DEPLOYMENTS_PATH, ClusterScoped, binding, deployment, get_binding, policy, wait_for
@@ -76,9 +77,13 @@ async def test_scheduler_honours_placement(karmada_api: client.ApiClient, kube_n
     assert sorted(report.updated) == sorted(f"{ns}/{n}-deployment" for n in placements)
     assert not report.refused
     stored = {n: await get_binding(api, ns, f"{n}-deployment") for n in placements}
-    assert {n: rb["spec"]["clusters"] for n, rb in stored.items()} == {n: want for n, (_, _, want) in placements.items()}
+    assert {n: rb["spec"].get("clusters", []) for n, rb in stored.items()} == {n: want for n, (_, _, want) in placements.items()}
     assert all(rb["spec"].get("placement") == placements[n][0] for n, rb in stored.items())  # nothing else written
-    assert all("status" not in rb or not rb["status"] for rb in stored.values())
+    for n, rb in stored.items():  # the placement scheduled for; the generation observed unless nothing fits
+        assert json.loads(rb["metadata"]["annotations"][APPLIED_PLACEMENT]) == (placements[n][0] or {}), n
+        fits = bool(placements[n][2])
+        assert (rb["status"].get("schedulerObservedGeneration") == rb["metadata"]["generation"]) == fits, n
+        assert rb["status"]["conditions"][0]["reason"] == ("Success" if fits else "NoClusterFit"), n
 
     # nothing changed: nothing written
     report = await scheduler.schedule_once()
@@ -87,14 +92,15 @@ async def test_scheduler_honours_placement(karmada_api: client.ApiClient, kube_n
         assert (await get_binding(api, ns, f"{n}-deployment"))["metadata"]["resourceVersion"] == \
             rb["metadata"]["resourceVersion"], n
 
-    # c becomes prod: the bindings whose choice depends on it, and only those, are rescheduled
+    # c becomes prod: the Duplicated bindings whose choice depends on it, and only those, are
+    # rescheduled; a Divided one whose placement did not change ("labels") is left as it was
     await kube_json(api, "PATCH", CLUSTERS.object_path(m["c"]), body={"metadata": {"labels": {"env": "prod"}}},
                     content_type=MERGE)
     report = await scheduler.schedule_once()
     assert sorted(report.updated) == sorted(f"{ns}/{n}-deployment"
-                                            for n in ("labels", "expressions", "first-term", "no-term"))
+                                            for n in ("expressions", "first-term", "no-term"))
     assert (await get_binding(api, ns, "labels-deployment"))["spec"]["clusters"] == [
-        {"name": m["a"], "replicas": 2}, {"name": m["b"], "replicas": 2}, {"name": m["c"], "replicas": 1}]
+        {"name": m["a"], "replicas": 3}, {"name": m["b"], "replicas": 2}]
     assert (await get_binding(api, ns, "expressions-deployment"))["spec"]["clusters"] == [{"name": m["d"]}]
     assert (await get_binding(api, ns, "first-term-deployment"))["spec"]["clusters"] == [
         {"name": m["b"], "replicas": 3}, {"name": m["c"], "replicas": 3}]

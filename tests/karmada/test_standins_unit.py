@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
+
 from typing import Any
 
 import pytest
 
 from devstack.karmada import crds
-from devstack.karmada.standins import (CPP_NAME, PP_NAME, PP_NAMESPACE, binding_name, choose_clusters, choose_policy,
+from devstack.karmada.standins import (APPLIED_PLACEMENT, CPP_NAME, CPP_PERMANENT_ID, PP_NAME, PP_NAMESPACE,
+                                       PP_PERMANENT_ID, NoClusterFits, Unschedulable, available_replicas,
+                                       binding_name, candidates, choose_clusters, choose_policy,
+                                       needs_scheduling, permanent_id_label, placement_changed, schedule,
                                        cluster_matches, desired_binding, field_selector_matches,
                                        label_selector_matches, selector_priority, target_clusters)
 
@@ -229,9 +234,10 @@ def test_choose_clusters(placement: Any, expected: list[str]) -> None:
 
 @pytest.mark.parametrize("requirement, matching", [
     ({"key": "zone", "operator": "In", "values": ["eu-west-1a", "eu-west-1b", "x"]}, ["a"]),  # all its zones
-    ({"key": "zone", "operator": "In", "values": ["eu-west-1a"]}, []),                          # not all of a's
-    ({"key": "zone", "operator": "In", "values": ["us-east1-b"]}, ["b"]),                       # spec.zone
+    ({"key": "zone", "operator": "In", "values": ["eu-west-1a"]}, ["a"]),                       # any overlap
+    ({"key": "zone", "operator": "In", "values": ["us-east1-b"]}, []),                          # spec.zone unread
     ({"key": "zone", "operator": "NotIn", "values": ["eu-west-1a"]}, ["b", "c", "d"]),
+    ({"key": "zone", "operator": "NotIn", "values": ["eu-west-1b", "x"]}, ["b", "c", "d"]),
     ({"key": "provider", "operator": "Exists"}, []),
     ({"key": "color", "operator": "In", "values": ["red"]}, []),
 ])
@@ -247,8 +253,8 @@ def test_field_selector_zones_and_unknowns(requirement: dict[str, Any], matching
      [{"name": "a", "replicas": 2}, {"name": "b", "replicas": 2}]),
     (["a", "b", "c"], {"replicaScheduling": {"replicaSchedulingType": "Divided"}}, 5,
      [{"name": "a", "replicas": 2}, {"name": "b", "replicas": 2}, {"name": "c", "replicas": 1}]),
-    (["a", "b", "c"], {"replicaScheduling": {}}, 2, [{"name": "a", "replicas": 1}, {"name": "b", "replicas": 1},
-                                                     {"name": "c"}]),
+    # a cluster given none of a Divided binding's replicas is left out (Karmada removes it)
+    (["a", "b", "c"], {"replicaScheduling": {}}, 2, [{"name": "a", "replicas": 1}, {"name": "b", "replicas": 1}]),
     (["a", "b"], {"replicaScheduling": {"replicaSchedulingType": "Divided",
                                         "replicaDivisionPreference": "Weighted"}}, 4,
      [{"name": "a", "replicas": 2}, {"name": "b", "replicas": 2}]),
@@ -288,7 +294,11 @@ def test_placement_schema_is_one_and_typed() -> None:
     term = props["clusterAffinities"]["items"]
     assert term["required"] == ["affinityName"]
     assert term["properties"]["affinityName"] == {"type": "string", "minLength": 1}
-    assert {k: v for k, v in term["properties"].items() if k != "affinityName"} == props["clusterAffinity"]["properties"]
+    tiers = term["properties"]["overflowAffinities"]
+    assert tiers["type"] == "array" and tiers["items"]["required"] == ["affinityName"]
+    assert tiers["items"]["properties"] == {k: v for k, v in term["properties"].items() if k != "overflowAffinities"}
+    assert {k: v for k, v in term["properties"].items() if k not in ("affinityName", "overflowAffinities")} == \
+        props["clusterAffinity"]["properties"]
 
     def preserving(node: Any, path: str = "") -> list[str]:
         if not isinstance(node, dict):
@@ -338,3 +348,94 @@ def test_schemas_are_structural() -> None:
         schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
         assert _structural_errors(schema, crd["metadata"]["name"]) == []
         assert schema["properties"]["metadata"] == {"type": "object"}
+
+
+# ---- scheduling as karmada-scheduler: overflow tiers, terms, generations --------------------------
+
+def pods(c: dict[str, Any], allocatable: int, allocated: int = 0) -> dict[str, Any]:
+    return {**c, "status": {"resourceSummary": {"allocatable": {"pods": str(allocatable)},
+                                                "allocated": {"pods": str(allocated)}}}}
+
+
+DIVIDED = {"replicaScheduling": {"replicaSchedulingType": "Divided"}}
+
+
+def overflow(primary: dict[str, Any], *tiers: dict[str, Any]) -> dict[str, Any]:
+    return {"clusterAffinities": [{"affinityName": "main", **primary,
+                                   "overflowAffinities": [{"affinityName": f"t{i}", **t} for i, t in enumerate(tiers)]}],
+            **DIVIDED}
+
+
+def test_available_replicas() -> None:
+    assert available_replicas(pods(CLUSTERS[0], 10, 3)) == 7
+    assert available_replicas(pods(CLUSTERS[0], 2, 5)) == 0
+    assert available_replicas(CLUSTERS[0]) == 0
+
+
+def test_overflow_tiers_fill_in_order_each_with_its_own_exclude() -> None:
+    fleet = [pods(CLUSTERS[0], 5), pods(CLUSTERS[1], 100), pods(CLUSTERS[2], 100), pods(CLUSTERS[3], 100)]
+    # a (5 pods) first, then the tier: b, excluded by the term, is admitted by the tier
+    placement = overflow({"clusterNames": ["a"], "exclude": ["b"]}, {"clusterNames": ["b"]})
+    assert schedule(placement, fleet, 20) == ([{"name": "a", "replicas": 5}, {"name": "b", "replicas": 15}], "main")
+    # the tier's own exclude keeps b out: not enough room, the old result is kept
+    with pytest.raises(Unschedulable):
+        schedule(overflow({"clusterNames": ["a"]}, {"clusterNames": ["b"], "exclude": ["b"]}), fleet, 20)
+    # enough room in the primary tier: the overflow tier is not used
+    assert schedule(placement, fleet, 4) == ([{"name": "a", "replicas": 4}], "main")
+    # the primary tier admits nothing: the term is still used, through its tier
+    assert schedule(overflow({"clusterNames": ["zzz"]}, {"clusterNames": ["b"]}), fleet, 3) == (
+        [{"name": "b", "replicas": 3}], "main")
+    # not a workload (no replicas): overflow tiers do not count
+    with pytest.raises(NoClusterFits):
+        schedule(overflow({"clusterNames": ["zzz"]}, {"clusterNames": ["b"]}), fleet, None)
+    assert candidates(overflow({"clusterNames": ["a"]}, {"clusterNames": ["b", "a"]}), fleet, workload=True).tiers == {
+        "a": 0, "b": 1}
+
+
+def test_terms_move_forward_only_and_an_exclude_of_everything_fits_nothing() -> None:
+    placement = {"clusterAffinities": [{"affinityName": "first", "clusterNames": ["a"]},
+                                       {"affinityName": "second", "clusterNames": ["b"]}]}
+    assert candidates(placement, CLUSTERS).affinity_name == "first"
+    assert candidates(placement, CLUSTERS, observed_affinity="second").tiers == {"b": 0}
+    assert candidates(placement, CLUSTERS, observed_affinity="gone").affinity_name == "first"
+    with pytest.raises(NoClusterFits):
+        schedule({"clusterAffinity": {"exclude": ["a", "b", "c", "d"]}}, CLUSTERS, 2)
+
+
+def rb(generation: int, observed: int | None, labels: dict[str, str] | None = None,
+       placement: dict[str, Any] | None = None, applied: str | None = None, replicas: int | None = 2,
+       clusters: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "x", "generation": generation,
+                            "labels": {PP_PERMANENT_ID: "id"} if labels is None else labels,
+                            "annotations": {} if applied is None else {APPLIED_PLACEMENT: applied}}
+    return {"metadata": meta, "spec": {"placement": placement or {}, "replicas": replicas, "clusters": clusters or []},
+            "status": {} if observed is None else {"schedulerObservedGeneration": observed}}
+
+
+def test_needs_scheduling_reads_the_permanent_id_and_the_generation() -> None:
+    assert needs_scheduling(rb(2, None, placement=DIVIDED))
+    assert needs_scheduling(rb(3, 2, placement=DIVIDED))
+    assert not needs_scheduling(rb(2, 2, placement=DIVIDED))
+    assert needs_scheduling(rb(2, 2))                                  # Duplicated: looked at every time
+    assert not needs_scheduling(rb(2, None, labels={}))
+    assert needs_scheduling(rb(2, None, labels={CPP_PERMANENT_ID: "id"}, placement=DIVIDED))
+
+
+def test_placement_changed_compares_the_applied_placement() -> None:
+    same = json.dumps({**DIVIDED})
+    assert placement_changed(rb(2, 1, placement=DIVIDED))                               # never applied
+    assert not placement_changed(rb(2, 1, placement=DIVIDED, applied=same, clusters=[{"name": "a", "replicas": 2}]))
+    assert placement_changed(rb(2, 1, placement=DIVIDED, applied=same, clusters=[{"name": "a", "replicas": 1}]))
+    assert placement_changed(rb(2, 1, placement={"clusterAffinity": {}}, applied=same))
+    assert placement_changed(rb(2, 1, placement={}, applied="{}"))                      # Duplicated: always
+
+
+def test_detector_copies_the_permanent_id() -> None:
+    policy = pp("p", [DEPLOY])
+    assert desired_binding(deployment("web"), policy)["metadata"].get("labels") is None
+    policy["metadata"]["uid"] = "u-1"
+    assert permanent_id_label(policy) == {PP_PERMANENT_ID: "u-1"}
+    policy["metadata"]["labels"] = {PP_PERMANENT_ID: "from-webhook"}
+    existing = {"metadata": {"name": "web-deployment", "labels": {"keep": "me", PP_PERMANENT_ID: "old"}}, "spec": {}}
+    assert desired_binding(deployment("web"), policy, existing)["metadata"]["labels"] == {
+        "keep": "me", PP_PERMANENT_ID: "from-webhook"}

@@ -23,36 +23,18 @@ from kubernetes_asyncio import client
 from devstack.karmada import CLUSTERS, PROPAGATION_POLICIES, RESOURCE_BINDINGS, install_crds
 from devstack.karmada.standins import DEPLOYMENTS, Detector, Scheduler
 from fedplace.common.kube_client import KubeApiError, kube_json
-from fedplace.insight.view import excluded_of
 from tests.fixtures.kube import ScratchNamespaces
-from tests.fixtures.stack import eventually, policy_loaded, webhook_stack
+from tests.fixtures.karmada import skip_when_real_karmada
+from tests.fixtures.stack import eventually
 from tests.metrics import metric
-from tests.packs.limitrange.conftest import pack_configmaps
 
-EU = "policy.federation.alpha.kubernetes.io/eu-jurisdiction-required"
-PCI = "policy.federation.alpha.kubernetes.io/pci-compliance-level"
-EXCLUDED = "fedplace.io/excluded-clusters"
-WHY = "fedplace.io/placement"
-ADDED = "fedplace.io/exclusions-added"
-SETTINGS = "package io.k8s.federation.placement.settings\n\ncontrol_plane := \"karmada\"\n"
-
-
-def rule(group: str, version: str, plurals: list[str]) -> dict[str, Any]:
-    return {"apiGroups": [group], "apiVersions": [version], "resources": plurals,
-            "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}
+from .helpers import ADDED, EU, PCI, WHY, deployment, excluded, fedplace_on_karmada
 
 
 def cluster(name: str, region: str, pci: str, run: str) -> dict[str, Any]:
     return {"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
             "metadata": {"name": name, "labels": {"pci-compliance-level": pci, "fedplace-test": run}},
             "spec": {"region": region, "provider": "aws", "syncMode": "Push"}}
-
-
-def deployment(name: str, annotations: dict[str, str]) -> dict[str, Any]:
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "annotations": annotations},
-            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": name}},
-                     "template": {"metadata": {"labels": {"app": name}},
-                                  "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
 
 
 def propagation_policy(name: str, template: str, affinity: dict[str, Any]) -> dict[str, Any]:
@@ -65,6 +47,7 @@ def propagation_policy(name: str, template: str, affinity: dict[str, Any]) -> di
 async def karmada(opa: Any, kube: Any, kube_api: client.ApiClient, kube_namespaces: ScratchNamespaces,
                   tmp_path: Path) -> AsyncIterator[dict[str, Any]]:
     """The whole path, with three Karmada Clusters (EU PCI 3, EU PCI 1, US PCI 3)."""
+    skip_when_real_karmada()
     await install_crds(kube_api)
     suffix = uuid.uuid4().hex[:6]
     names = {"eu1": f"eu1-{suffix}", "eu2": f"eu2-{suffix}", "us1": f"us1-{suffix}"}
@@ -75,32 +58,7 @@ async def karmada(opa: Any, kube: Any, kube_api: client.ApiClient, kube_namespac
         for key, region, pci in (("eu1", "eu-west-1", "3"), ("eu2", "europe-west4", "1"), ("us1", "us-east-1", "3")):
             await kube_json(kube_api, "POST", CLUSTERS.collection_path(None), body=cluster(names[key], region, pci, suffix))
             created.append(names[key])
-        async with webhook_stack(
-                opa, kube, kube_api, tmp_path, name=f"fedplace-karmada-{app_ns}", policy_ns=policy_ns,
-                sync_flags=["--replicate", "apps/v1/deployments",
-                            "--replicate", "work.karmada.io/v1alpha2/resourcebindings",
-                            "--replicate", "policy.karmada.io/v1alpha1/propagationpolicies",
-                            "--replicate-cluster", "cluster.karmada.io/v1alpha1/clusters",
-                            "--replicate-ignore-namespaces", policy_ns,
-                            "--remediate", "enforce", "--remediate-debounce", "0.05",
-                            "--remediate-max-fraction", "1", "--leader-election", "false",
-                            # Templates remediated too, as deploy/ does: a template change is then a
-                            # targeted pass (the template and its binding), not a full one.
-                            "--remediate-resource", "apps/v1/deployments",
-                            "--remediate-resource", "work.karmada.io/v1alpha2/resourcebindings"],
-                webhook_rules=[rule("apps", "v1", ["deployments"]),
-                               rule("work.karmada.io", "v1alpha2", ["resourcebindings"]),
-                               rule("policy.karmada.io", "v1alpha1", ["propagationpolicies"])],
-                namespaces=[app_ns]) as stack:
-            configmaps = pack_configmaps()
-            for cm, data in (("fedplace-lib", configmaps["fedplace-lib"]),
-                             ("fedplace-federation", configmaps["fedplace-federation"]),
-                             ("fedplace-karmada", configmaps["fedplace-karmada"]),
-                             ("fedplace-settings", {"settings.rego": SETTINGS})):
-                await kube_json(kube_api, "POST", f"/api/v1/namespaces/{policy_ns}/configmaps", body={
-                    "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": cm}, "data": data})
-                await eventually(lambda cm=cm: policy_loaded(kube_api, policy_ns, cm), what=f"{cm} to load")
-            await eventually(lambda: _true(stack.sync.is_ready()), what="the sync to be ready")
+        async with fedplace_on_karmada(opa, kube, kube_api, tmp_path, policy_ns=policy_ns, app_ns=app_ns):
             yield {"api": kube_api, "opa": opa, "ns": app_ns, "clusters": names,
                    "detector": Detector(kube_api, [DEPLOYMENTS], namespaces=[app_ns]),
                    "scheduler": Scheduler(kube_api, namespaces=[app_ns], cluster_bindings=False,
@@ -113,10 +71,6 @@ async def karmada(opa: Any, kube: Any, kube_api: client.ApiClient, kube_namespac
                 pass
 
 
-async def _true(value: bool) -> bool:
-    return value
-
-
 async def replicated(opa: Any, path: str) -> bool:
     status, body = await opa.request("GET", f"/v1/data/kubernetes/{path}")
     return status == 200 and "result" in (body or {})
@@ -124,13 +78,6 @@ async def replicated(opa: Any, path: str) -> bool:
 
 async def binding(api: client.ApiClient, ns: str, name: str) -> dict[str, Any]:
     return await kube_json(api, "GET", RESOURCE_BINDINGS.object_path(name, ns))
-
-
-def excluded(obj: dict[str, Any], clusters: dict[str, str]) -> list[str]:
-    """The test's clusters a binding's fedplace.io/excluded-clusters names (either form)."""
-    names = excluded_of(obj["metadata"]["annotations"][EXCLUDED], clusters.values())
-    assert names is not None, obj["metadata"]["annotations"][EXCLUDED]
-    return names
 
 
 async def test_templates_bindings_and_policies_on_karmada(karmada: dict[str, Any]) -> None:

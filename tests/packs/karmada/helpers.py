@@ -1,0 +1,89 @@
+"""fedplace on Karmada, as tests/packs/karmada and tests/karmada_real run it: opa-kube-sync and the
+webhook (tests/fixtures/stack.py) with the flags and registrations deploy/ gives them for Karmada,
+the policy ConfigMaps deploy/ ships plus the settings module ``control_plane := "karmada"``."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+from kubernetes_asyncio import client
+
+from fedplace.common.kube_client import KubeApiError, kube_json
+from fedplace.insight.view import excluded_of
+from tests.fixtures.stack import Stack, eventually, policy_loaded, webhook_stack
+from tests.packs.limitrange.conftest import pack_configmaps
+
+EU = "policy.federation.alpha.kubernetes.io/eu-jurisdiction-required"
+PCI = "policy.federation.alpha.kubernetes.io/pci-compliance-level"
+EXCLUDED = "fedplace.io/excluded-clusters"
+WHY = "fedplace.io/placement"
+ADDED = "fedplace.io/exclusions-added"
+SETTINGS = "package io.k8s.federation.placement.settings\n\ncontrol_plane := \"karmada\"\n"
+
+SYNC_FLAGS = ["--replicate", "apps/v1/deployments",
+              "--replicate", "work.karmada.io/v1alpha2/resourcebindings",
+              "--replicate", "policy.karmada.io/v1alpha1/propagationpolicies",
+              "--replicate-cluster", "cluster.karmada.io/v1alpha1/clusters",
+              "--remediate", "enforce", "--remediate-debounce", "0.05",
+              "--remediate-max-fraction", "1", "--leader-election", "false",
+              # Templates remediated too, as deploy/ does: a template change is then a targeted
+              # pass (the template and its binding), not a full one.
+              "--remediate-resource", "apps/v1/deployments",
+              "--remediate-resource", "work.karmada.io/v1alpha2/resourcebindings"]
+
+
+def rule(group: str, version: str, plurals: list[str]) -> dict[str, Any]:
+    return {"apiGroups": [group], "apiVersions": [version], "resources": plurals,
+            "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}
+
+
+WEBHOOK_RULES = [rule("apps", "v1", ["deployments"]),
+                 rule("work.karmada.io", "v1alpha2", ["resourcebindings"]),
+                 rule("policy.karmada.io", "v1alpha1", ["propagationpolicies"])]
+
+
+def deployment(name: str, annotations: dict[str, str], replicas: int = 2) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "annotations": annotations},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
+
+
+def excluded(obj: dict[str, Any], clusters: dict[str, str]) -> list[str]:
+    """The test's clusters a binding's fedplace.io/excluded-clusters names (either form)."""
+    names = excluded_of(obj["metadata"]["annotations"][EXCLUDED], clusters.values())
+    assert names is not None, obj["metadata"]["annotations"][EXCLUDED]
+    return names
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+@asynccontextmanager
+async def fedplace_on_karmada(opa: Any, kube: Any, api: client.ApiClient, tmp_path: Path, *, policy_ns: str,
+                              app_ns: str) -> AsyncIterator[Stack]:
+    """opa-kube-sync (replicating Clusters, Deployments and ResourceBindings, remediating the
+    templates and bindings, ``policy_ns`` its policy namespace) and the TLS webhook registered for
+    templates, bindings and PropagationPolicies of ``app_ns``; the policy ConfigMaps created in
+    ``policy_ns`` when missing (kept when there: a restarted stack loads what is there), each
+    loaded, and the sync ready. Everything stopped and unregistered on exit."""
+    async with webhook_stack(opa, kube, api, tmp_path, name=f"fedplace-karmada-{app_ns}", policy_ns=policy_ns,
+                             sync_flags=[*SYNC_FLAGS, "--replicate-ignore-namespaces", policy_ns],
+                             webhook_rules=WEBHOOK_RULES, namespaces=[app_ns]) as stack:
+        configmaps = pack_configmaps()
+        for cm, data in (("fedplace-lib", configmaps["fedplace-lib"]),
+                         ("fedplace-federation", configmaps["fedplace-federation"]),
+                         ("fedplace-karmada", configmaps["fedplace-karmada"]),
+                         ("fedplace-settings", {"settings.rego": SETTINGS})):
+            try:
+                await kube_json(api, "POST", f"/api/v1/namespaces/{policy_ns}/configmaps", body={
+                    "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": cm}, "data": data})
+            except KubeApiError as exc:
+                if exc.status != 409:
+                    raise
+            await eventually(lambda cm=cm: policy_loaded(api, policy_ns, cm), what=f"{cm} to load")
+        await eventually(lambda: _true(stack.sync.is_ready()), what="the sync to be ready")
+        yield stack
