@@ -28,7 +28,7 @@ from tests.fixtures.karmada import skip_when_real_karmada
 from tests.fixtures.stack import eventually
 from tests.metrics import metric
 
-from .helpers import ADDED, EU, PCI, WHY, deployment, excluded, fedplace_on_karmada
+from .helpers import ADDED, EU, EXCLUDED, PCI, WHY, deployment, excluded, fedplace_on_karmada
 
 
 def cluster(name: str, region: str, pci: str, run: str) -> dict[str, Any]:
