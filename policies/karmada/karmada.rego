@@ -135,6 +135,7 @@ template_plural := plural if {
 # The policy decides a binding whose template is of a kind it knows.
 decided if {
 	binding
+	not data.io.k8s.federation.karmada.attached
 	template_plural
 }
 
@@ -172,7 +173,7 @@ requirements_text := t if {
 # binding again once the template is known.
 forbidden := f if {
 	decided
-	f := forbidden_clusters
+	f := forbidden_clusters | data.io.k8s.federation.karmada.dependencies_forbidden
 }
 
 forbidden_clusters := all_clusters if not template
@@ -193,7 +194,7 @@ unsatisfiable if {
 
 why := msg if {
 	decided
-	msg := why_text
+	msg := concat("", [why_text, data.io.k8s.federation.karmada.dependencies_why])
 }
 
 why_text := sprintf("template %s not replicated (yet): every cluster excluded until it is", [template_text]) if not template
