@@ -186,3 +186,11 @@ test_remediation_leaves_attached_bindings_alone if {
 		with data.kubernetes.configmaps as configmaps
 	{n.name | some n in ns} == {"web-deployment"}
 }
+
+test_explain_says_an_attached_binding_is_left_alone if {
+	doc := data.io.k8s.federation.explain.packs.karmada with input as attached
+		with data.kubernetes.clusters as clusters
+		with data.kubernetes.configmaps as configmaps
+	doc.applies == false
+	startswith(doc.summary, "a binding Karmada's dependencies distributor generated for ConfigMap shop/vol-cm")
+}

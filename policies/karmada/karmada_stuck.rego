@@ -5,7 +5,8 @@
 # that fails because no cluster fits, it clears spec.clusters; when it fails
 # for another reason (a spread constraint the remaining clusters cannot meet,
 # capacity, an estimator error) it keeps its previous result, which may hold a
-# cluster fedplace now excludes: the workload keeps running there. Nothing in
+# cluster fedplace now excludes, and says so in its condition Scheduled
+# (False): the workload keeps running there. Nothing in
 # the binding's placement can change that; an operator must (relax the spread
 # constraint, add capacity, fix the cluster). This module says which clusters
 # are stuck; remediation reports them (a gauge, Warning PlacementStuck Events
@@ -13,20 +14,49 @@
 # placement page.
 package io.k8s.federation.karmada
 
-# The scheduled clusters (spec.clusters) the decision forbids.
+# The scheduled clusters (spec.clusters) the decision forbids although the
+# binding's placement already excludes them (every exclude list holds them),
+# while the scheduler says its last attempt failed (condition Scheduled
+# False): it kept its previous result. Right after a decision changes the
+# scheduler has not tried yet (Scheduled is still True): not stuck.
 stuck_clusters := {name |
 	decided
-	some target in object.get(input, ["spec", "clusters"], [])
-	name := target.name
+	schedule_failed
+	some name in scheduled_names
 	name in forbidden
+	excluded_now(name)
 }
 
 stuck if count(stuck_clusters) > 0
 
-stuck_message := sprintf("%s %s: Karmada's scheduler kept clusters the placement policy forbids: %s (%s); it could not reschedule the binding, whose placement excludes them: check its ScheduleBindingFailed events (spread constraints, capacity)", [
+scheduled_names := {t.name |
+	some t in object.get(input, ["spec", "clusters"], [])
+	is_object(t)
+	is_string(t.name)
+}
+
+excluded_now(name) if {
+	count(locations) > 0
+	every _, loc in locations {
+		name in loc.current
+	}
+}
+
+schedule_condition := c if {
+	some c in object.get(input, ["status", "conditions"], [])
+	is_object(c)
+	c.type == "Scheduled"
+}
+
+schedule_failed if schedule_condition.status == "False"
+
+schedule_failure_text := sprintf("%s: %s", [object.get(schedule_condition, "reason", ""), object.get(schedule_condition, "message", "")])
+
+stuck_message := sprintf("%s %s: Karmada's scheduler kept clusters the placement policy forbids: %s; its placement excludes them but rescheduling failed (%s), so the workload still runs there. %s", [
 	input.kind,
 	binding_name,
 	names_text(stuck_clusters),
+	schedule_failure_text,
 	why,
 ]) if stuck
 

@@ -17,7 +17,11 @@ deployments := {"shop": {
 	"free": {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "free", "namespace": "shop", "uid": "u-free"}},
 }}
 
-binding(template, scheduled) := {
+failed := [{"type": "Scheduled", "status": "False", "reason": "SchedulerError", "message": "0/3 clusters are available: spread constraint"}]
+
+binding(template, scheduled) := failing(template, scheduled, failed)
+
+failing(template, scheduled, conditions) := {
 	"apiVersion": "work.karmada.io/v1alpha2",
 	"kind": "ResourceBinding",
 	"metadata": {"name": concat("-", [template, "deployment"]), "namespace": "shop"},
@@ -26,6 +30,7 @@ binding(template, scheduled) := {
 		"placement": {"clusterAffinity": {"exclude": ["us-1", "us-2"]}},
 		"clusters": [{"name": c, "replicas": 1} | some c in scheduled],
 	},
+	"status": {"conditions": conditions},
 }
 
 stuck(obj) := s if {
@@ -45,7 +50,7 @@ test_a_forbidden_scheduled_cluster_is_stuck if {
 	r := report(binding("eu", ["eu-1", "us-2"]))
 	r.targets == ["us-2"]
 	r.reason == "PlacementStuck"
-	startswith(r.message, "ResourceBinding shop/eu-deployment: Karmada's scheduler kept clusters the placement policy forbids: us-2 (")
+	startswith(r.message, "ResourceBinding shop/eu-deployment: Karmada's scheduler kept clusters the placement policy forbids: us-2; its placement excludes them but rescheduling failed (SchedulerError: 0/3 clusters are available: spread constraint)")
 	r.related == [{"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "shop", "name": "eu", "uid": "u-eu"}]
 }
 
@@ -80,4 +85,30 @@ test_remediation_notification_carries_the_report if {
 	some m in ns
 	m.name == "free-deployment"
 	not m.stuck
+}
+
+test_not_stuck_before_the_scheduler_tried if {
+	ok := [{"type": "Scheduled", "status": "True", "reason": "Success"}]
+	count(stuck(failing("eu", ["us-1"], ok))) == 0
+	count(stuck(failing("eu", ["us-1"], []))) == 0
+}
+
+test_not_stuck_while_the_placement_does_not_exclude_it_yet if {
+	b := json.patch(binding("eu", ["eu-1", "us-2"]), [{"op": "replace", "path": "/spec/placement/clusterAffinity/exclude", "value": ["us-1"]}])
+	count(stuck(b)) == 0
+	b2 := json.patch(binding("eu", ["us-2"]), [{"op": "add", "path": "/spec/placement/clusterAffinities", "value": [{"affinityName": "a", "exclude": ["us-2"]}, {"affinityName": "b"}]}])
+	count(stuck(b2)) == 0
+}
+
+test_explain_says_a_binding_is_stuck if {
+	doc := data.io.k8s.federation.explain.packs.karmada with input as binding("eu", ["eu-1", "us-2"])
+		with data.kubernetes.clusters as clusters
+		with data.kubernetes.deployments as deployments
+	doc.stuck == ["us-2"]
+	count(doc.warnings) == 1
+	contains(doc.warnings[0], "Karmada's scheduler kept clusters the placement policy forbids: us-2")
+	ok := data.io.k8s.federation.explain.packs.karmada with input as binding("eu", ["eu-1"])
+		with data.kubernetes.clusters as clusters
+		with data.kubernetes.deployments as deployments
+	ok.warnings == []
 }
