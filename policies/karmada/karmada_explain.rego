@@ -464,6 +464,7 @@ karmada_template_doc := {
 	"requirements": karmada_requirements,
 	"checks": [c | some c in karmada_template_checks],
 	"clusters": karmada_template_clusters,
+	"warnings": [m | some m in [karmada.template_stuck_message]],
 }
 
 karmada_template_checks contains {

@@ -14,6 +14,8 @@
 # placement page.
 package io.k8s.federation.karmada
 
+import data.io.k8s.federation.replicated
+
 # The scheduled clusters (spec.clusters) the decision forbids although the
 # binding's placement already excludes them (every exclude list holds them),
 # while the scheduler says its last attempt failed (condition Scheduled
@@ -80,3 +82,22 @@ stuck_report := {
 	"message": stuck_message,
 	"related": [template_ref],
 } if stuck
+
+# With a template as input: the stuck message of its binding (the replicated
+# binding the detector names <name>-<lowercase kind>), for `fedplace explain`.
+template_stuck_message := msg if {
+	not binding
+	is_string(input.kind)
+	b := template_binding
+	msg := stuck_message with input as b
+}
+
+template_binding := replicated.namespaced_object("resourcebindings", input.metadata.namespace, template_binding_name) if {
+	input.metadata.namespace
+}
+
+template_binding := replicated.cluster_object("clusterresourcebindings", template_binding_name) if {
+	not input.metadata.namespace
+}
+
+template_binding_name := sprintf("%s-%s", [replace(input.metadata.name, ":", "."), lower(input.kind)])

@@ -112,3 +112,20 @@ test_explain_says_a_binding_is_stuck if {
 		with data.kubernetes.deployments as deployments
 	ok.warnings == []
 }
+
+test_explain_of_the_template_says_its_binding_is_stuck if {
+	bindings := {"shop": {"eu-deployment": binding("eu", ["eu-1", "us-2"])}}
+	doc := data.io.k8s.federation.explain.packs.karmada with input as deployments.shop.eu
+		with data.kubernetes.clusters as clusters
+		with data.kubernetes.deployments as deployments
+		with data.kubernetes.resourcebindings as bindings
+		with data.io.k8s.federation.placement.settings.control_plane as "karmada"
+	count(doc.warnings) == 1
+	startswith(doc.warnings[0], "ResourceBinding shop/eu-deployment: Karmada's scheduler kept clusters the placement policy forbids: us-2;")
+	fine := data.io.k8s.federation.explain.packs.karmada with input as deployments.shop.free
+		with data.kubernetes.clusters as clusters
+		with data.kubernetes.deployments as deployments
+		with data.kubernetes.resourcebindings as bindings
+		with data.io.k8s.federation.placement.settings.control_plane as "karmada"
+	fine.warnings == []
+}

@@ -215,7 +215,8 @@ async def karmada(opa: Any, tmp_path: Path) -> Any:
     await client.put_data(["kubernetes", "resourcebindings", NS], bindings)
     crb = {"apiVersion": "work.karmada.io/v1alpha2", "kind": "ClusterResourceBinding",
            "metadata": {"name": "gate-ingressclass"},
-           "spec": {"resource": {"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass", "name": "gate"}}}
+           "spec": {"resource": {"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass", "name": "gate"},
+                    "placement": {}}}
     await client.put_data(["kubernetes", "clusterresourcebindings"], {"gate-ingressclass": await world.webhooked(crb)})
     yield world
     if getattr(opa, "external", False):

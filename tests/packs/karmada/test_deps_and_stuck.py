@@ -171,6 +171,12 @@ async def test_a_stuck_placement_is_reported_once_and_cleared(karmada: dict[str,
     assert f"  ! ResourceBinding {ns}/web-deployment: Karmada's scheduler kept clusters the placement policy " \
         f"forbids: {c['us1']};" in out
 
+    # And for the template, from its replicated binding.
+    f.write_text(json.dumps(await kube_json(api, "GET", f"/apis/apps/v1/namespaces/{ns}/deployments/web")))
+    code, out, err = await run_command(explain, ["-f", str(f), *flags])
+    assert code == 0, err
+    assert f"  ! ResourceBinding {ns}/web-deployment: Karmada's scheduler kept clusters" in out
+
     # The placement page lists it.
     page = render(sync_view(karmada["sync"], clusters="clusters", workloads=()))
     assert 'id="stuck"' in page and f"{ns}/web-deployment" in page
