@@ -25,11 +25,11 @@ from fedplace.common.kube_client import KubeApiError, kube_json
 from fedplace.insight import explain
 from fedplace.insight.page import render, sync_view
 from tests.fixtures.kube import ScratchNamespaces
-from tests.fixtures.stack import eventually, policy_loaded, webhook_stack
+from tests.fixtures.stack import eventually
 from tests.insight.conftest import run_command
 from tests.metrics import metric
-from tests.packs.karmada.test_e2e import EU, EXCLUDED, PCI, SETTINGS, WHY, cluster, deployment, rule
-from tests.packs.limitrange.conftest import pack_configmaps
+from tests.packs.karmada.stack import app_reading_config, fedplace_on_karmada, replicated
+from tests.packs.karmada.test_e2e import EU, EXCLUDED, PCI, WHY, cluster, deployment
 
 BINDINGS = "work.karmada.io/v1alpha2/resourcebindings"
 DEPENDED_BY = "resourcebinding.karmada.io/depended-by-5dbb6dbb4"
@@ -50,26 +50,8 @@ async def karmada(opa: Any, kube: Any, kube_api: client.ApiClient, kube_namespac
         for key, region, pci in (("eu1", "eu-west-1", "3"), ("eu2", "europe-west4", "1"), ("us1", "us-east-1", "3")):
             await kube_json(kube_api, "POST", CLUSTERS.collection_path(None), body=cluster(names[key], region, pci, suffix))
             created.append(names[key])
-        async with webhook_stack(
-                opa, kube, kube_api, tmp_path, name=f"fedplace-karmada-{app_ns}", policy_ns=policy_ns,
-                sync_flags=["--replicate", "apps/v1/deployments", "--replicate", "v1/configmaps",
-                            "--replicate", "work.karmada.io/v1alpha2/resourcebindings",
-                            "--replicate-cluster", "cluster.karmada.io/v1alpha1/clusters",
-                            "--replicate-ignore-namespaces", policy_ns,
-                            "--remediate", "enforce", "--remediate-debounce", "0.05",
-                            "--remediate-max-fraction", "1", "--leader-election", "false",
-                            "--remediate-resource", "work.karmada.io/v1alpha2/resourcebindings"],
-                webhook_rules=[rule("work.karmada.io", "v1alpha2", ["resourcebindings"])],
-                namespaces=[app_ns]) as stack:
-            configmaps = pack_configmaps()
-            for cm, data in (("fedplace-lib", configmaps["fedplace-lib"]),
-                             ("fedplace-federation", configmaps["fedplace-federation"]),
-                             ("fedplace-karmada", configmaps["fedplace-karmada"]),
-                             ("fedplace-settings", {"settings.rego": SETTINGS})):
-                await kube_json(kube_api, "POST", f"/api/v1/namespaces/{policy_ns}/configmaps", body={
-                    "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": cm}, "data": data})
-                await eventually(lambda cm=cm: policy_loaded(kube_api, policy_ns, cm), what=f"{cm} to load")
-            await eventually(lambda: _true(stack.sync.is_ready()), what="the sync to be ready")
+        async with fedplace_on_karmada(opa, kube, kube_api, tmp_path, policy_ns=policy_ns, app_ns=app_ns,
+                                       replicate=["apps/v1/deployments", "v1/configmaps"]) as stack:
             yield {"api": kube_api, "opa": opa, "ns": app_ns, "clusters": names, "sync": stack.sync, "tmp": tmp_path,
                    "detector": Detector(kube_api, [DEPLOYMENTS], namespaces=[app_ns])}
     finally:
@@ -80,17 +62,8 @@ async def karmada(opa: Any, kube: Any, kube_api: client.ApiClient, kube_namespac
                 pass
 
 
-async def _true(value: bool) -> bool:
-    return value
-
-
 async def binding(api: client.ApiClient, ns: str, name: str) -> dict[str, Any]:
     return await kube_json(api, "GET", RESOURCE_BINDINGS.object_path(name, ns))
-
-
-async def replicated(opa: Any, path: str) -> bool:
-    status, body = await opa.request("GET", f"/v1/data/kubernetes/{path}")
-    return status == 200 and "result" in (body or {})
 
 
 async def events(api: client.ApiClient, ns: str, kind: str, name: str, reason: str) -> int:
@@ -195,15 +168,7 @@ async def test_a_stuck_placement_is_reported_once_and_cleared(karmada: dict[str,
 async def test_dependencies_narrow_their_parent_and_attached_bindings_stay_as_karmada_wrote_them(
         karmada: dict[str, Any]) -> None:
     api, opa, ns, c = karmada["api"], karmada["opa"], karmada["ns"], karmada["clusters"]
-    # The ConfigMap the Deployment reads needs PCI >= 3 (eu2 has 1); the Deployment needs the EU.
-    await kube_json(api, "POST", f"/api/v1/namespaces/{ns}/configmaps", body={
-        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "annotations": {PCI: "3"}},
-        "data": {"k": "v"}})
-    app = deployment("app", {EU: "true"})
-    app["spec"]["template"]["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "cfg"}}]
-    await kube_json(api, "POST", f"/apis/apps/v1/namespaces/{ns}/deployments", body=app)
-    await eventually(lambda: replicated(opa, f"configmaps/{ns}/cfg"), what="the ConfigMap replicated")
-    await eventually(lambda: replicated(opa, f"deployments/{ns}/app"), what="the template replicated")
+    await app_reading_config(api, opa, ns)
     await kube_json(api, "POST", PROPAGATION_POLICIES.collection_path(ns), body={
         "apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy", "metadata": {"name": "app"},
         "spec": {"propagateDeps": True,

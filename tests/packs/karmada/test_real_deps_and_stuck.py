@@ -28,11 +28,11 @@ from kubernetes_asyncio import client
 from devstack.karmada import CLUSTERS, PROPAGATION_POLICIES, RESOURCE_BINDINGS
 from fedplace.common.kube_client import KubeApiError, kube_json
 from tests.fixtures.kube import ScratchNamespaces
-from tests.fixtures.stack import eventually, policy_loaded, webhook_stack
+from tests.fixtures.stack import eventually
 from tests.metrics import metric
-from tests.packs.karmada.test_deps_and_stuck import BINDINGS, binding, events, replicated
-from tests.packs.karmada.test_e2e import EU, PCI, SETTINGS, deployment, rule
-from tests.packs.limitrange.conftest import pack_configmaps
+from tests.packs.karmada.stack import app_reading_config, fedplace_on_karmada, replicated
+from tests.packs.karmada.test_deps_and_stuck import BINDINGS, binding, events
+from tests.packs.karmada.test_e2e import EU, PCI, deployment
 
 pytestmark = pytest.mark.skipif(
     not os.environ.get("KARMADA_REAL_STATE") or not os.environ.get("FEDPLACE_TEST_KUBECONFIG"),
@@ -88,26 +88,8 @@ async def karmada(opa: Any, kube: Any, kube_api: client.ApiClient, kube_namespac
         for key, region, pci in (("eu1", "eu-west-1", "3"), ("eu2", "europe-west4", "1"), ("us1", "us-east-1", "3")):
             await member(kube_api, names[key], region, pci, suffix)
             created.append(names[key])
-        async with webhook_stack(
-                opa, kube, kube_api, tmp_path, name=f"fedplace-karmada-{app_ns}", policy_ns=policy_ns,
-                sync_flags=["--replicate", "apps/v1/deployments", "--replicate", "v1/configmaps",
-                            "--replicate", "work.karmada.io/v1alpha2/resourcebindings",
-                            "--replicate-cluster", "cluster.karmada.io/v1alpha1/clusters",
-                            "--replicate-ignore-namespaces", policy_ns,
-                            "--remediate", "enforce", "--remediate-debounce", "0.05",
-                            "--remediate-max-fraction", "1", "--leader-election", "false",
-                            "--remediate-resource", "work.karmada.io/v1alpha2/resourcebindings"],
-                webhook_rules=[rule("work.karmada.io", "v1alpha2", ["resourcebindings"])],
-                namespaces=[app_ns]) as stack:
-            configmaps = pack_configmaps()
-            for cm, data in (("fedplace-lib", configmaps["fedplace-lib"]),
-                             ("fedplace-federation", configmaps["fedplace-federation"]),
-                             ("fedplace-karmada", configmaps["fedplace-karmada"]),
-                             ("fedplace-settings", {"settings.rego": SETTINGS})):
-                await kube_json(kube_api, "POST", f"/api/v1/namespaces/{policy_ns}/configmaps", body={
-                    "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": cm}, "data": data})
-                await eventually(lambda cm=cm: policy_loaded(kube_api, policy_ns, cm), what=f"{cm} to load")
-            await eventually(lambda: _true(stack.sync.is_ready()), what="the sync to be ready")
+        async with fedplace_on_karmada(opa, kube, kube_api, tmp_path, policy_ns=policy_ns, app_ns=app_ns,
+                                       replicate=["apps/v1/deployments", "v1/configmaps"]):
             yield {"api": kube_api, "opa": opa, "ns": app_ns, "clusters": names, "run": suffix}
     finally:
         for name in created:
@@ -115,10 +97,6 @@ async def karmada(opa: Any, kube: Any, kube_api: client.ApiClient, kube_namespac
                 await kube_json(kube_api, "DELETE", CLUSTERS.object_path(name, None))
             except KubeApiError:
                 pass
-
-
-async def _true(value: bool) -> bool:
-    return value
 
 
 def policy(name: str, run: str, **spec: Any) -> dict[str, Any]:
@@ -142,14 +120,7 @@ async def works_of(api: client.ApiClient, cluster: str, kind: str, name: str) ->
 
 async def test_a_dependency_lands_only_where_its_requirements_allow(karmada: dict[str, Any]) -> None:
     api, opa, ns, c, run = karmada["api"], karmada["opa"], karmada["ns"], karmada["clusters"], karmada["run"]
-    await kube_json(api, "POST", f"/api/v1/namespaces/{ns}/configmaps", body={
-        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "annotations": {PCI: "3"}},
-        "data": {"k": "v"}})
-    app = deployment("app", {EU: "true"})
-    app["spec"]["template"]["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "cfg"}}]
-    await kube_json(api, "POST", f"/apis/apps/v1/namespaces/{ns}/deployments", body=app)
-    await eventually(lambda: replicated(opa, f"configmaps/{ns}/cfg"), what="the ConfigMap replicated")
-    await eventually(lambda: replicated(opa, f"deployments/{ns}/app"), what="the template replicated")
+    await app_reading_config(api, opa, ns)
     await kube_json(api, "POST", PROPAGATION_POLICIES.collection_path(ns), body=policy("app", run, propagateDeps=True))
 
     async def placed() -> dict[str, Any] | None:
