@@ -314,6 +314,8 @@ def render(doc: Mapping[str, Any], out: TextIO) -> None:
             out.write("  requires: " + "; ".join(reqs) + "\n")
         for c in _dicts(ex.get("checks")):
             out.write(f"  {'✓' if c.get('ok') else '✗'} {_check(c)}\n")
+        for warning in _list(ex.get("warnings")):
+            out.write(f"  ! {warning}\n")
         _exclusions(ex, out)
         rows = []
         clusters = {str(k): v for k, v in _dict(ex.get("clusters")).items() if isinstance(v, dict)}

@@ -538,6 +538,10 @@ def render(view: Mapping[str, Any], refresh: float | None = None, now: float | N
     _table(out, "denials", "Denied now", ("workload", "errors", "since"),
            ((_e(_workload(d)), "<br>".join(_e(e) for e in d["errors"]), _ago(d.get("time"), now))
             for d in view["denials"]), "No workload's decision denies.")
+    if view.get("stuck"):
+        _table(out, "stuck", "Stuck placements", ("object", "kept where forbidden", "why", "since"),
+               ((_e(_workload(d)), _e(", ".join(d["targets"])), _e(d["message"]), _ago(d.get("time"), now))
+                for d in view["stuck"]), "")
     _bindings(out, view)
     _table(out, "remediations", "Last remediations", ("time", "workload", "placement before → after", "outcome"),
            ((_ago(r.get("time"), now), _e(_workload(r)) + f' <span class="muted">{_e(_resource_kind(r))}</span>',
@@ -597,12 +601,14 @@ def sync_view(sync: Any, clusters: str = "clusters", workloads: Sequence[str] = 
     notes = [f"{p} are not replicated by this opa-kube-sync (--replicate)" for p in (clusters, *kinds)
              if p not in sync.replicators]
     denials: list[dict[str, Any]] = []
+    stuck: list[dict[str, Any]] = []
     remediations: list[dict[str, Any]] = []
     if remediator is None:
         notes.append("Remediation is off: workloads whose decision denies now are not listed "
                      "(fedplace report evaluates them).")
     else:
         denials = [{**d, "time": iso(d["time"])} for d in remediator.unsatisfiable.values()]
+        stuck = [{**d, "time": iso(d["time"])} for d in getattr(remediator, "stuck", {}).values()]
         remediations = [{**r, "time": iso(r["time"])} for r in remediator.history]
         if remediator.last_pass_time is None:
             notes.append("No remediation pass has run yet.")
@@ -612,7 +618,7 @@ def sync_view(sync: Any, clusters: str = "clusters", workloads: Sequence[str] = 
     return build_view(cluster_objects, [(p, o) for p in kinds for o in objects(p)], source="opa-kube-sync (live)",
                       denials=denials, remediations=remediations, notes=[*pending, *notes], bindings=bindings,
                       template_of=template_of, settings=getattr(sync, "placement_settings", None),
-                      policies=policies if getattr(sync, "loaders", None) else None)
+                      policies=policies if getattr(sync, "loaders", None) else None, stuck=stuck)
 
 
 def _authorized(request: web.Request, tokens: TokenSource) -> bool:

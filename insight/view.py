@@ -265,8 +265,8 @@ def build_view(clusters: Mapping[str, Mapping[str, Any]], workloads: Iterable[tu
                remediations: Sequence[Mapping[str, Any]] = (), notes: Sequence[str] = (),
                generated: float | None = None, bindings: Iterable[tuple[str, Mapping[str, Any]]] | None = None,
                template_of: Callable[[tuple[str, str, str]], Mapping[str, Any] | None] | None = None,
-               settings: Mapping[str, Any] | None = None, policies: Sequence[Mapping[str, Any]] | None = None
-               ) -> dict[str, Any]:
+               settings: Mapping[str, Any] | None = None, policies: Sequence[Mapping[str, Any]] | None = None,
+               stuck: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """The model the page renders (see the module docstring).
 
     ``denials``: ``{"resource", "namespace", "name", "errors", "time"}`` — workloads whose
@@ -277,7 +277,10 @@ def build_view(clusters: Mapping[str, Mapping[str, Any]], workloads: Iterable[tu
     template of a :func:`template_key`, or None. Bindings with every cluster excluded come first.
     ``settings``: the placement policy's (:func:`fedplace.insight.reasons.read_settings`; its
     defaults when None). ``policies``: the policy ConfigMaps' load status (:func:`policy_entry`),
-    failing ones first; None when not known (only opa-kube-sync knows it).
+    failing ones first; None when not known (only opa-kube-sync knows it). ``stuck``:
+    ``{"resource", "namespace", "name", "targets", "reason", "message", "time"}`` — objects
+    whose current placement still uses targets the policy forbids (the remediator's record
+    of the policy's ``stuck``; the message is the policy's).
     Clusters are ordered as the page's columns: EU jurisdiction, then outside, then without a
     region; by region, then name.
     """
@@ -313,4 +316,5 @@ def build_view(clusters: Mapping[str, Mapping[str, Any]], workloads: Iterable[tu
             "settings": settings, "policies": policy_list,
             "clusters": cluster_list, "workloads": entries, "bindings": binding_list,
             "denials": sorted(denials, key=lambda d: (d["namespace"], d["name"])),
+            "stuck": sorted(stuck, key=lambda d: (d["namespace"], d["name"], d["resource"])),
             "remediations": moves, "notes": list(notes)}

@@ -1,7 +1,7 @@
 """Deciding what a remediation pass patches. Pure functions, no I/O.
 
 A *notification* is what the policy says one object's annotations should be:
-``{"resource", "namespace", "name", "annotations", "errors"?}`` (the shape of
+``{"resource", "namespace", "name", "annotations", "errors"?, "stuck"?}`` (the shape of
 the remediation library's output and of ``POST /v1/notifications``). The plan
 compares each with the live object's annotations through the canonical
 serialisation shared with admission, so values never flap.
@@ -19,10 +19,23 @@ from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Sequence
 
 from fedplace.common.annotations import annotations_to_change
 
-__all__ = ["Notification", "PatchAction", "Plan", "chunks", "guard_verdict", "parse_notifications", "plan_pass"]
+__all__ = ["Notification", "PatchAction", "Plan", "Stuck", "chunks", "guard_verdict", "parse_notifications",
+           "parse_stuck", "plan_pass"]
 
 T = TypeVar("T")
 Verdict = Literal["hold", "release", "trip"]
+
+
+@dataclass(frozen=True)
+class Stuck:
+    """The object's current placement still uses ``targets`` the policy forbids, and no patch
+    can change that (the policy's ``stuck``): reported on the object and on ``related``
+    (involved-object references) with ``reason`` and ``message``."""
+
+    targets: tuple[str, ...]
+    reason: str
+    message: str
+    related: tuple[Mapping[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -32,6 +45,7 @@ class Notification:
     name: str
     annotations: Mapping[str, Any]
     errors: tuple[str, ...] = ()
+    stuck: Stuck | None = None
 
 
 @dataclass(frozen=True)
@@ -51,6 +65,7 @@ class Plan:
     in_sync: int = 0
     missing: int = 0
     unsatisfiable: list[Notification] = field(default_factory=list)
+    stuck: list[Notification] = field(default_factory=list)
     total: int = 0
     guard_tripped: bool = False
     would_patch: int = 0
@@ -81,8 +96,27 @@ def parse_notifications(doc: Any) -> list[Notification]:
         if not isinstance(errors, list):
             raise ValueError(f"notification {i}: 'errors' must be an array")
         out.append(Notification(item["resource"], namespace, item["name"], annotations,
-                                tuple(str(e) for e in errors)))
+                                tuple(str(e) for e in errors), parse_stuck(item.get("stuck"), i)))
     return out
+
+
+def parse_stuck(doc: Any, i: int = 0) -> Stuck | None:
+    """A notification's ``stuck`` (None when absent); raises ValueError with the reason."""
+    if doc is None:
+        return None
+    if not isinstance(doc, dict):
+        raise ValueError(f"notification {i}: 'stuck' must be an object")
+    targets, related = doc.get("targets"), doc.get("related") or []
+    if not isinstance(targets, list) or not targets or not all(isinstance(t, str) for t in targets):
+        raise ValueError(f"notification {i}: 'stuck.targets' must be a non-empty array of strings")
+    for key in ("reason", "message"):
+        if not isinstance(doc.get(key), str) or not doc[key]:
+            raise ValueError(f"notification {i}: 'stuck.{key}' must be a non-empty string")
+    if not isinstance(related, list) or not all(isinstance(r, dict) and isinstance(r.get("kind"), str)
+                                                and isinstance(r.get("name"), str) for r in related):
+        raise ValueError(f"notification {i}: 'stuck.related' must be an array of object references")
+    return Stuck(tuple(sorted(targets)), doc["reason"], doc["message"],
+                 tuple({k: str(v) for k, v in r.items() if isinstance(v, (str, int))} for r in related))
 
 
 LiveLookup = Callable[[str, str, str], Mapping[str, Any] | None]
@@ -104,6 +138,8 @@ def plan_pass(
     for n in notifications:
         if n.errors:
             plan.unsatisfiable.append(n)
+        if n.stuck is not None:
+            plan.stuck.append(n)
         if not n.annotations:
             continue
         obj = live(n.resource, n.namespace, n.name)

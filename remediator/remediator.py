@@ -82,6 +82,10 @@ PASS_SECONDS = Histogram("fedplace_remediation_pass_seconds", "Duration of a rem
 UNSATISFIABLE = Gauge("fedplace_remediation_unsatisfiable_objects",
                       "Objects whose placement policy no cluster satisfies, as the last pass found them (0 on a "
                       "replica that does not lead)", ["resource"])
+STUCK = Gauge("fedplace_remediation_stuck_objects",
+              "Objects whose current placement still uses targets the policy forbids (a Karmada binding the "
+              "scheduler could not reschedule), as the last pass found them (0 on a replica that does not lead)",
+              ["resource"])
 # Every label value the code uses exists from the start (at 0), so rate() has data before the
 # first occurrence.
 for _outcome in ("ok", "guard", "error", "opa_error"):
@@ -189,6 +193,8 @@ class Remediator:
         # objects whose decision the passes found unsatisfiable, with wall-clock times.
         self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY)
         self.unsatisfiable: dict[tuple[str, str, str], dict[str, Any]] = {}
+        # Objects the policy reports stuck (the decision's "stuck"), with its targets and message.
+        self.stuck: dict[Key, dict[str, Any]] = {}
         self._publish_unsatisfiable()
         self.last_pass_time: float | None = None
         # Our own PATCHes, until the watch echoes them back (see _live and is_echo).
@@ -202,6 +208,7 @@ class Remediator:
         # can overtake the PATCH's answer); and the Events of the running pass, sent after it.
         self._inflight: dict[Key, list[Mapping[str, Any]]] = {}
         self._held_events: list[tuple[str, str, str, str, str, str]] | None = None
+        self._held_ref_events: list[tuple[InvolvedObject, str, str, str]] = []
         # Whether this replica's leadership ran out during the running pass (patches not sent,
         # counted in PassResult.not_leading, or chunks left unevaluated).
         self._lost_leadership = False
@@ -267,12 +274,19 @@ class Remediator:
         up to date)."""
         for plural, res in self.resources.items():  # labelled as the sync's metrics: apps/v1/replicasets
             UNSATISFIABLE.labels(str(res)).set_function(lambda r=plural: self.unsatisfiable_count(r))
+            STUCK.labels(str(res)).set_function(lambda r=plural: self.stuck_count(r))
 
     def unsatisfiable_count(self, resource: str) -> int:
         """Objects of ``resource`` (a plural) found unsatisfiable; 0 when not leading."""
         if not self.is_leader():
             return 0
         return sum(1 for key in self.unsatisfiable if key[0] == resource)
+
+    def stuck_count(self, resource: str) -> int:
+        """Objects of ``resource`` (a plural) found stuck; 0 when not leading."""
+        if not self.is_leader():
+            return 0
+        return sum(1 for key in self.stuck if key[0] == resource)
 
     async def run(self) -> None:
         """Wait for triggers or the interval and run passes, until cancelled."""
@@ -394,6 +408,7 @@ class Remediator:
                     evaluated_at.update(dict.fromkeys(chunk, clock))
                     plan = plan_pass(notifications, self._live, total, 1.0)  # the guard is the pipeline's
                     self._note_unsatisfiable(plan.unsatisfiable, chunk)
+                    self._note_stuck(plan.stuck, chunk)
                     self._report(plan)
                     if not pipeline.add(plan, len(chunk)):
                         break  # the guard tripped: the rest cannot change that
@@ -405,6 +420,7 @@ class Remediator:
                 self._send_events()
             if objects is None and len(evaluated_at) == len(keys):  # objects gone since the last full pass
                 self.unsatisfiable = {k: v for k, v in self.unsatisfiable.items() if k in evaluated_at}
+                self.stuck = {k: v for k, v in self.stuck.items() if k in evaluated_at}
             if result.guard_tripped:
                 self._guard_tripped(pipeline.would_patch, total)
             PASS_SECONDS.observe(time.monotonic() - start)
@@ -435,6 +451,28 @@ class Remediator:
             self.unsatisfiable[(n.resource, n.namespace, n.name)] = {
                 "resource": n.resource, "namespace": n.namespace, "name": n.name, "errors": list(n.errors),
                 "time": now}
+
+    def _note_stuck(self, found: list[Notification], objects: Iterable[Key]) -> None:
+        """Remember which of ``objects`` (a chunk just evaluated) are stuck now. A Warning Event
+        (the policy's reason and message) goes to the object and to each related object when
+        it becomes stuck or its stuck targets change, not on every pass."""
+        before = {key: self.stuck.pop(key) for key in objects if key in self.stuck}
+        for n in found:
+            if n.stuck is None:
+                continue
+            key = (n.resource, n.namespace, n.name)
+            old = before.get(key)
+            targets = list(n.stuck.targets)
+            self.stuck[key] = {"resource": n.resource, "namespace": n.namespace, "name": n.name,
+                               "targets": targets, "reason": n.stuck.reason, "message": n.stuck.message,
+                               "time": old["time"] if old and old["targets"] == targets else time.time()}
+            if old is not None and old["targets"] == targets:
+                continue
+            self._event(n.resource, n.namespace, n.name, "Warning", n.stuck.reason, n.stuck.message)
+            for ref in n.stuck.related:
+                self._event_ref(InvolvedObject(ref.get("apiVersion", ""), ref.get("kind", ""), ref.get("name", ""),
+                                               ref.get("namespace", ""), ref.get("uid", "")),
+                                "Warning", n.stuck.reason, n.stuck.message)
 
     def _record(self, a: PatchAction, outcome: str) -> None:
         self.history.appendleft({"time": time.time(), "resource": a.resource, "namespace": a.namespace,
@@ -618,6 +656,9 @@ class Remediator:
         held, self._held_events = self._held_events or [], None
         for args in held:
             self._event(*args)
+        refs, self._held_ref_events = self._held_ref_events, []
+        for ref_args in refs:
+            self._event_ref(*ref_args)
 
     def _event(self, resource: str, namespace: str, name: str, etype: str, reason: str, message: str) -> None:
         if self.events is None:
@@ -631,6 +672,15 @@ class Remediator:
         api_version = str(obj.get("apiVersion") or (res.api_version if res else ""))
         uid = str((obj.get("metadata") or {}).get("uid") or "")
         self.events.record(InvolvedObject(api_version, kind, name, namespace, uid), etype, reason, message)
+
+    def _event_ref(self, obj: InvolvedObject, etype: str, reason: str, message: str) -> None:
+        """An Event about an object named by reference (held, like :meth:`_event`, during a pass)."""
+        if self.events is None:
+            return
+        if self._held_events is not None:
+            self._held_ref_events.append((obj, etype, reason, message))
+            return
+        self.events.record(obj, etype, reason, message)
 
     def _event_lease(self, etype: str, reason: str, message: str) -> None:
         if self.events is None:

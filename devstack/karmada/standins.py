@@ -225,7 +225,8 @@ def desired_binding(template: Mapping[str, Any], policy: Mapping[str, Any],
 
     Replaced: ``spec.resource`` (apiVersion, kind, namespace when set, name, uid,
     resourceVersion), ``spec.replicas`` (the template's ``spec.replicas`` when an integer, else
-    absent), ``spec.placement`` (the policy's, whole; absent when the policy has none), the
+    absent), ``spec.placement`` (the policy's, whole; ``{}`` when the policy has none), ``spec.propagateDeps``
+    (the policy's, omitted when false), the
     ownerReference to the template, and the policy annotations — those of another policy
     removed, every other annotation kept (the ownerReference only when the template has a uid).
     Everything else (``spec.clusters``, labels, status)
@@ -261,10 +262,13 @@ def desired_binding(template: Mapping[str, Any], policy: Mapping[str, Any],
     else:
         spec.pop("replicas", None)
     placement = (policy.get("spec") or {}).get("placement")
-    if placement is not None:
-        spec["placement"] = copy.deepcopy(placement)
+    # Karmada's detector always writes a placement (its binding without one is the
+    # dependencies distributor's): {} when the policy has none.
+    spec["placement"] = copy.deepcopy(placement) if placement is not None else {}
+    if (policy.get("spec") or {}).get("propagateDeps") is True:  # copied as the detector does (omitted: false)
+        spec["propagateDeps"] = True
     else:
-        spec.pop("placement", None)
+        spec.pop("propagateDeps", None)
     return out
 
 

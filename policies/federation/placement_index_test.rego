@@ -157,7 +157,7 @@ test_karmada_bindings_decide_the_same_either_way if {
 	b := {
 		"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
 		"metadata": {"name": "web-deployment", "namespace": "shop"},
-		"spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "shop", "name": "web", "uid": "u1"}},
+		"spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "shop", "name": "web", "uid": "u1"}, "placement": {}},
 	}
 	d1 := admission with input as b with data.kubernetes.clusters as clusters with data.kubernetes.deployments as templates
 	d2 := admission with input as b

@@ -8,6 +8,9 @@
 #                the fedplace.io/exclusions-added record
 #   events       a Warning PlacementUnsatisfiable on the template of a binding no
 #                cluster is allowed for
+#   stuck        on a binding whose spec.clusters holds a cluster the decision
+#                forbids (stuck.rego): {"targets", "reason", "message",
+#                "related": [the template]}, what remediation reports
 #   errors       templates (control_plane "karmada") and PropagationPolicies
 #                only: a binding is never denied
 package io.k8s.federation.placement.decision
@@ -19,6 +22,8 @@ annotations[karmada.excluded_key] := karmada.excluded_value if karmada.decided
 annotations[karmada.why_key] := karmada.why if karmada.decided
 
 patches["karmada"] := karmada.patch if count(karmada.patch) > 0
+
+stuck := karmada.stuck_report if karmada.stuck
 
 events contains karmada.unsatisfiable_event if karmada.unsatisfiable
 

@@ -147,6 +147,7 @@ template_plural := plural if {
 # The policy decides a binding whose template is of a kind it knows.
 decided if {
 	binding
+	not data.io.k8s.federation.karmada.attached
 	template_plural
 }
 
@@ -235,7 +236,7 @@ decided if {
 # narrows the binding again once the template is known.
 forbidden := f if {
 	decided
-	f := forbidden_clusters
+	f := forbidden_clusters | data.io.k8s.federation.karmada.dependencies_forbidden
 }
 
 forbidden_clusters := last_excluded if keeping
@@ -264,7 +265,7 @@ excluded_value := sort(forbidden) if {
 
 why := msg if {
 	decided
-	msg := why_text
+	msg := concat("", [why_text, data.io.k8s.federation.karmada.dependencies_why])
 }
 
 kept_text := sprintf("the %d cluster(s) excluded when the binding was last decided stay excluded", [count(forbidden)])

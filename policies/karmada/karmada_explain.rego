@@ -27,7 +27,9 @@
 #      "every_cluster_excluded": false,
 #      "exclusions": [{"list": "clusterAffinity", "path": "/spec/placement/clusterAffinity/exclude",
 #                      "has": ["zz-user"], "after": ["zz-user", "us-1"], "added": ["us-1"],
-#                      "removed": [], "policy": ["us-1"], "user": ["zz-user"]}]}
+#                      "removed": [], "policy": ["us-1"], "user": ["zz-user"]}],
+#      "stuck": [],                            # scheduled clusters the scheduler kept though forbidden
+#      "warnings": []}                         # what needs an operator: a stuck placement (karmada_stuck.rego)
 #
 #     A cluster's "exclusion" is "has" (excluded, and every exclude list of
 #     the binding already holds it), "added" (excluded: the decision's patch
@@ -41,6 +43,8 @@
 #     may use; the summary says when the template is denied;
 #   a (Cluster)PropagationPolicy (either control plane): per template it
 #     selects, whether its clusterNames name an allowed cluster;
+#   a binding the dependencies distributor generated (no spec.placement):
+#     "applies": false, saying it is left alone (karmada_deps.rego);
 #   anything else on Karmada: "applies": false, saying what the policy decides there.
 #
 # A cluster's region is status.region, else spec.region (a Karmada Cluster's),
@@ -87,7 +91,9 @@ karmada_kinds_text := concat(", ", sort([k | some k, _ in karmada.templates])) i
 
 else := "none: the setting is malformed"
 
-karmada_undecided_summary := sprintf("the placement policy leaves bindings of %s alone: it decides the template kinds %s (setting karmada_templates)", [
+karmada_undecided_summary := sprintf("a binding Karmada's dependencies distributor generated for %s (no spec.placement; it follows the bindings in spec.requiredBy): left alone, the clusters its requirements forbid are excluded from the bindings that take it along (propagateDeps)", [karmada.template_text]) if {
+	karmada.attached
+} else := sprintf("the placement policy leaves bindings of %s alone: it decides the template kinds %s (setting karmada_templates)", [
 	karmada_resource_kind,
 	karmada_kinds_text,
 ])
@@ -279,6 +285,8 @@ karmada_binding_doc := {
 	"why": karmada.why,
 	"every_cluster_excluded": karmada_member(true, {true | karmada_every_cluster_excluded}),
 	"exclusions": karmada_exclusion_lists,
+	"stuck": sort(karmada.stuck_clusters),
+	"warnings": [karmada.stuck_message | karmada.stuck],
 }
 
 # The clusters the binding's fedplace.io/excluded-clusters names now (either
@@ -452,6 +460,7 @@ karmada_template_doc := {
 	"requirements": karmada_requirements,
 	"checks": [c | some c in karmada_template_checks],
 	"clusters": karmada_template_clusters,
+	"warnings": [m | some m in [karmada.template_stuck_message]],
 }
 
 karmada_template_checks contains {

@@ -46,7 +46,7 @@ binding(template, placement) := b if {
 		"apiVersion": "work.karmada.io/v1alpha2",
 		"kind": "ResourceBinding",
 		"metadata": {"name": concat("-", [template, "deployment"]), "namespace": "shop"},
-		"spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "shop", "name": template}},
+		"spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "shop", "name": template}, "placement": {}},
 	}
 	b := json.patch(base, [{"op": "add", "path": "/spec/placement", "value": placement} | placement != null])
 }
@@ -200,7 +200,7 @@ test_every_affinity_term_listed if {
 	doc.clusters["eu-2"].exclusion == "added"
 }
 
-test_a_binding_without_placement_gets_a_list if {
+test_a_binding_without_affinity_gets_a_list if {
 	doc := packs(binding("eu", null)).karmada
 	doc.exclusions == [{
 		"list": "clusterAffinity", "path": "/spec/placement/clusterAffinity/exclude",
@@ -269,7 +269,7 @@ test_cluster_resource_binding if {
 		"apiVersion": "work.karmada.io/v1alpha2",
 		"kind": "ClusterResourceBinding",
 		"metadata": {"name": "gate-ingressclass"},
-		"spec": {"resource": {"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass", "name": "gate"}},
+		"spec": {"resource": {"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass", "name": "gate"}, "placement": {}},
 	}
 	ingress_class := {"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass", "metadata": {"name": "gate", "annotations": {eu_key: "true"}}}
 	doc := explain.packs.karmada with input as crb

@@ -45,6 +45,7 @@ binding(template, placement) := b if {
 		"spec": {
 			"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "shop", "name": template, "uid": concat("-", ["uid", template])},
 			"replicas": 2,
+			"placement": {},
 		},
 	}
 	b := json.patch(base, [{"op": "add", "path": "/spec/placement", "value": placement} | placement != null])
@@ -66,10 +67,10 @@ admitted(obj) := after if {
 
 karmada_settings := {"control_plane": "karmada"}
 
-test_binding_without_placement_gets_cluster_affinity if {
+test_empty_placement_gets_cluster_affinity if {
 	d := decide(binding("eu", null))
 	d.annotations["fedplace.io/excluded-clusters"] == ["us-1"]
-	d.patches.karmada[0] == {"op": "add", "path": "/spec/placement", "value": {"clusterAffinity": {"exclude": ["us-1"]}}}
+	d.patches.karmada[0] == {"op": "add", "path": "/spec/placement/clusterAffinity", "value": {"exclude": ["us-1"]}}
 	after := admitted(binding("eu", null))
 	json.unmarshal(after.metadata.annotations["fedplace.io/exclusions-added"]) == {"clusterAffinity": {"user": 0, "digest": karmada.list_digest(["us-1"])}}
 	count(d.errors) == 0
@@ -212,7 +213,7 @@ test_cluster_resource_binding_reads_a_cluster_scoped_template if {
 		"apiVersion": "work.karmada.io/v1alpha2",
 		"kind": "ClusterResourceBinding",
 		"metadata": {"name": "gate-ingressclass"},
-		"spec": {"resource": {"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass", "name": "gate"}},
+		"spec": {"resource": {"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass", "name": "gate"}, "placement": {}},
 	}
 	ingress_class := {"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass", "metadata": {"name": "gate", "annotations": {eu_key: "true"}}}
 	d := admission with input as crb

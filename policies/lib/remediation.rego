@@ -14,6 +14,10 @@
 # notification is
 #   {"resource", "namespace" ("" when cluster-scoped), "name",
 #    "annotations": {key: value}, "errors": [string]}
+# plus "stuck" when the decision has one: the object's current placement
+# still uses targets the policy forbids, {"targets": [string], "reason",
+# "message", "related": [involved objects]}, which remediation reports
+# (Events, a gauge) but cannot patch away. Notifications are emitted
 # for every object whose placement decision has annotations or errors. The
 # remediator compares "annotations" with the live object after canonical
 # serialisation and patches only what differs.
@@ -74,10 +78,17 @@ default decision_errors := []
 
 decision_errors := data.io.k8s.federation.placement.decision.errors
 
+default decision_stuck := null
+
+decision_stuck := data.io.k8s.federation.placement.decision.stuck
+
 notification(plural, namespace, name, obj) := n if {
-	decision := {"annotations": decision_annotations, "errors": decision_errors} with input as obj
+	decision := {"annotations": decision_annotations, "errors": decision_errors, "stuck": decision_stuck} with input as obj
 	desired := decision.annotations
 	errs := [e | some e in decision.errors]
 	count(desired) + count(errs) > 0
-	n := {"resource": plural, "namespace": namespace, "name": name, "annotations": desired, "errors": sort(errs)}
+	n := object.union(
+		{"resource": plural, "namespace": namespace, "name": name, "annotations": desired, "errors": sort(errs)},
+		{"stuck": decision.stuck | decision.stuck != null},
+	)
 }

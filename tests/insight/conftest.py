@@ -103,11 +103,11 @@ def template(name: str, annotations: dict[str, str], namespace: str = NS) -> dic
 
 
 def resource_binding(name: str, placement: dict[str, Any] | None = None, namespace: str = NS) -> dict[str, Any]:
-    """The ResourceBinding Karmada's detector writes for the Deployment ``name``."""
+    """The ResourceBinding Karmada's detector writes for the Deployment ``name`` (its placement
+    ``{}`` when the policy has none, as the detector writes it)."""
     spec: dict[str, Any] = {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": namespace,
-                                         "name": name, "uid": f"uid-{name}"}, "replicas": 2}
-    if placement is not None:
-        spec["placement"] = placement
+                                         "name": name, "uid": f"uid-{name}"}, "replicas": 2,
+                            "placement": placement if placement is not None else {}}
     return {"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
             "metadata": {"name": f"{name}-deployment", "namespace": namespace}, "spec": spec}
 
@@ -215,7 +215,8 @@ async def karmada(opa: Any, tmp_path: Path) -> Any:
     await client.put_data(["kubernetes", "resourcebindings", NS], bindings)
     crb = {"apiVersion": "work.karmada.io/v1alpha2", "kind": "ClusterResourceBinding",
            "metadata": {"name": "gate-ingressclass"},
-           "spec": {"resource": {"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass", "name": "gate"}}}
+           "spec": {"resource": {"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass", "name": "gate"},
+                    "placement": {}}}
     await client.put_data(["kubernetes", "clusterresourcebindings"], {"gate-ingressclass": await world.webhooked(crb)})
     yield world
     if getattr(opa, "external", False):

@@ -195,7 +195,7 @@ async def test_a_binding_no_cluster_can_take_and_json_output(karmada: Any, tmp_p
     [created] = ex["exclusions"]
     assert created["has"] == [] and created["after"] == ["eu-1", "eu-2", "us-1"]
     assert doc["decision"]["patches"]["karmada"][0] == {
-        "op": "add", "path": "/spec/placement", "value": {"clusterAffinity": {"exclude": created["after"]}}}
+        "op": "add", "path": "/spec/placement/clusterAffinity", "value": {"exclude": created["after"]}}
 
 
 async def test_a_template_on_karmada(karmada: Any, tmp_path: Path):

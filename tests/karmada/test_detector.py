@@ -107,10 +107,11 @@ async def test_detector_overwrites_placement_and_keeps_other_annotations(karmada
     assert rb["metadata"]["annotations"] == {"example.com/note": "kept", PP_NAME: "web", PP_NAMESPACE: ns}
     assert rb["spec"]["clusters"] == [{"name": "m2", "replicas": 2}]
 
-    # a policy without placement: the binding has none either
+    # a policy without placement: the binding's is empty (Karmada's detector writes {}; only the
+    # dependencies distributor's bindings have none)
     await kube_json(api, "PATCH", pp_path, content_type=MERGE, body={"spec": {"placement": None}})
     await detector.reconcile_once()
-    assert "placement" not in (await get_binding(api, ns, "web-deployment"))["spec"]
+    assert (await get_binding(api, ns, "web-deployment"))["spec"]["placement"] == {}
 
 
 async def test_cluster_propagation_policy_and_precedence(karmada_api: client.ApiClient, kube_namespace: str,

@@ -155,7 +155,8 @@ def test_desired_binding_cluster_scoped() -> None:
     assert binding["metadata"]["name"] == "a.b-clusterrole" and "namespace" not in binding["metadata"]
     assert binding["metadata"]["annotations"] == {CPP_NAME: "c"}
     assert binding["spec"] == {"resource": {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                                            "name": "a:b", "uid": "u", "resourceVersion": "3"}}
+                                            "name": "a:b", "uid": "u", "resourceVersion": "3"},
+                               "placement": {}}  # as Karmada's detector writes it for a policy without one
 
 
 def test_desired_binding_update_overwrites_placement_and_merges_annotations() -> None:
@@ -180,8 +181,8 @@ def test_desired_binding_update_overwrites_placement_and_merges_annotations() ->
     assert out["metadata"]["annotations"] == {"keep": "me", PP_NAME: "p", PP_NAMESPACE: "ns"}
     assert out["metadata"]["resourceVersion"] == "41" and out["metadata"]["labels"] == {"l": "1"}
     assert out["status"] == {"schedulerObservedGeneration": 3}
-    # a policy without placement removes the binding's
-    assert "placement" not in desired_binding(deployment("web"), pp("p", [DEPLOY]), existing)["spec"]
+    # a policy without placement empties the binding's (Karmada's detector writes {})
+    assert desired_binding(deployment("web"), pp("p", [DEPLOY]), existing)["spec"]["placement"] == {}
     # booleans are not replica counts
     assert "replicas" not in desired_binding(deployment("web", replicas=True), pp("p", [DEPLOY]))["spec"]
 

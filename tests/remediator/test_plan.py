@@ -145,3 +145,28 @@ def test_targets_are_covered_once_evaluated_at_or_after_their_change():
     left = outstanding(None, {"a": 3, "b": 5, "new": 4}, evaluated, pass_was_full=False)
     assert left == (None, {"a": 3, "new": 4})  # b was evaluated after its change; new was not evaluated
     assert outstanding(6, {"a": 9}, evaluated, pass_was_full=True) == (None, {"a": 9, "b": 6})
+
+
+STUCK = {"targets": ["us-1"], "reason": "PlacementStuck", "message": "kept us-1",
+         "related": [{"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "shop", "name": "web", "uid": "u"}]}
+
+
+def test_stuck_objects_are_planned_apart_from_patches():
+    [n] = parse_notifications([{"resource": "resourcebindings", "namespace": "shop", "name": "web-deployment",
+                                "annotations": {"a": "1"}, "stuck": STUCK}])
+    assert n.stuck is not None and n.stuck.targets == ("us-1",) and n.stuck.related[0]["kind"] == "Deployment"
+    live = live_from({("resourcebindings", "shop", "web-deployment"): {"metadata": {"annotations": {"a": "1"}}}})
+    plan = plan_pass([n], live, 1, 1.0)
+    assert plan.stuck == [n] and plan.actions == [] and plan.in_sync == 1
+    assert parse_notifications([{"resource": "r", "name": "n"}])[0].stuck is None
+
+
+@pytest.mark.parametrize("stuck, message", [
+    ([], "'stuck' must be an object"),
+    ({**STUCK, "targets": []}, "'stuck.targets' must be a non-empty array of strings"),
+    ({**STUCK, "reason": ""}, "'stuck.reason' must be a non-empty string"),
+    ({**STUCK, "related": [{"kind": "Deployment"}]}, "'stuck.related' must be an array of object references"),
+])
+def test_bad_stuck_is_refused_with_the_reason(stuck, message):
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("(", r"\(")):
+        parse_notifications([{"resource": "r", "name": "n", "stuck": stuck}])

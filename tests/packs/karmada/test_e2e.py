@@ -193,7 +193,7 @@ async def test_a_binding_ahead_of_its_template_is_closed_then_narrowed(karmada: 
     early = {"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
              "metadata": {"name": "late-deployment"},
              "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": ns, "name": "late"},
-                      "replicas": 1}}
+                      "replicas": 1, "placement": {}}}
     b = await kube_json(api, "POST", RESOURCE_BINDINGS.collection_path(ns), body=early)
     assert set(c.values()) <= set(b["spec"]["placement"]["clusterAffinity"]["exclude"])
     assert "not replicated (yet)" in b["metadata"]["annotations"][WHY]

@@ -87,6 +87,17 @@ allow if {
 	count(input.path) > 3
 }
 
+# opa-kube-sync: the modules it generates itself (ids opa-kube-sync/<file>: the
+# replicated data root, the record of a complete load in the admission decision).
+allow if {
+	sync
+	input.method in {"GET", "PUT", "DELETE"}
+	count(input.path) == 4
+	input.path[0] == "v1"
+	input.path[1] == "policies"
+	input.path[2] == "opa-kube-sync"
+}
+
 # opa-kube-sync: replicated objects, their index and its sentinel, any method.
 allow if {
 	sync
