@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Sequence
 
 from kubernetes_asyncio import client
 
@@ -51,6 +51,12 @@ def deployment(name: str, annotations: dict[str, str], replicas: int = 2) -> dic
                                   "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
 
 
+def cluster(name: str, region: str, pci: str, run: str) -> dict[str, Any]:
+    return {"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+            "metadata": {"name": name, "labels": {"pci-compliance-level": pci, "fedplace-test": run}},
+            "spec": {"region": region, "provider": "aws", "syncMode": "Push"}}
+
+
 def excluded(obj: dict[str, Any], clusters: dict[str, str]) -> list[str]:
     """The test's clusters a binding's fedplace.io/excluded-clusters names (either form)."""
     names = excluded_of(obj["metadata"]["annotations"][EXCLUDED], clusters.values())
@@ -64,14 +70,17 @@ async def _true(value: bool) -> bool:
 
 @asynccontextmanager
 async def fedplace_on_karmada(opa: Any, kube: Any, api: client.ApiClient, tmp_path: Path, *, policy_ns: str,
-                              app_ns: str) -> AsyncIterator[Stack]:
-    """opa-kube-sync (replicating Clusters, Deployments and ResourceBindings, remediating the
-    templates and bindings, ``policy_ns`` its policy namespace) and the TLS webhook registered for
-    templates, bindings and PropagationPolicies of ``app_ns``; the policy ConfigMaps created in
-    ``policy_ns`` when missing (kept when there: a restarted stack loads what is there), each
-    loaded, and the sync ready. Everything stopped and unregistered on exit."""
+                              app_ns: str, replicate: Sequence[str] = (),
+                              ready_timeout: float = 20.0) -> AsyncIterator[Stack]:
+    """opa-kube-sync (replicating Clusters, Deployments, ResourceBindings, PropagationPolicies and
+    ``replicate``'s group/version/plurals, remediating the templates and bindings, ``policy_ns``
+    its policy namespace) and the TLS webhook registered for templates, bindings and
+    PropagationPolicies of ``app_ns``; the policy ConfigMaps created in ``policy_ns`` when missing
+    (kept when there: a restarted stack loads what is there), each loaded, and the sync ready
+    within ``ready_timeout`` seconds. Everything stopped and unregistered on exit."""
+    extra = [arg for r in replicate if f"--replicate {r}" not in " ".join(SYNC_FLAGS) for arg in ("--replicate", r)]
     async with webhook_stack(opa, kube, api, tmp_path, name=f"fedplace-karmada-{app_ns}", policy_ns=policy_ns,
-                             sync_flags=[*SYNC_FLAGS, "--replicate-ignore-namespaces", policy_ns],
+                             sync_flags=[*SYNC_FLAGS, *extra, "--replicate-ignore-namespaces", policy_ns],
                              webhook_rules=WEBHOOK_RULES, namespaces=[app_ns]) as stack:
         configmaps = pack_configmaps()
         for cm, data in (("fedplace-lib", configmaps["fedplace-lib"]),
@@ -85,5 +94,24 @@ async def fedplace_on_karmada(opa: Any, kube: Any, api: client.ApiClient, tmp_pa
                 if exc.status != 409:
                     raise
             await eventually(lambda cm=cm: policy_loaded(api, policy_ns, cm), what=f"{cm} to load")
-        await eventually(lambda: _true(stack.sync.is_ready()), what="the sync to be ready")
+        await eventually(lambda: _true(stack.sync.is_ready()), what="the sync to be ready", timeout=ready_timeout)
         yield stack
+
+
+async def replicated(opa: Any, path: str) -> bool:
+    """Whether ``data.kubernetes`` at ``path`` (``plural/namespace/name``) is in OPA."""
+    status, body = await opa.request("GET", f"/v1/data/kubernetes/{path}")
+    return status == 200 and "result" in (body or {})
+
+
+async def app_reading_config(api: Any, opa: Any, ns: str) -> None:
+    """The ConfigMap ``cfg`` requiring PCI >= 3 and the Deployment ``app`` requiring the EU that
+    reads it (``envFrom``), both in ``ns`` and replicated into OPA."""
+    await kube_json(api, "POST", f"/api/v1/namespaces/{ns}/configmaps", body={
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "annotations": {PCI: "3"}},
+        "data": {"k": "v"}})
+    app = deployment("app", {EU: "true"})
+    app["spec"]["template"]["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "cfg"}}]
+    await kube_json(api, "POST", f"/apis/apps/v1/namespaces/{ns}/deployments", body=app)
+    await eventually(lambda: replicated(opa, f"configmaps/{ns}/cfg"), what="the ConfigMap replicated")
+    await eventually(lambda: replicated(opa, f"deployments/{ns}/app"), what="the template replicated")

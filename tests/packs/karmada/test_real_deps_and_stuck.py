@@ -16,7 +16,6 @@ the devstack's). fedplace's sync and webhook run in process, as in test_e2e.py.
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from pathlib import Path
@@ -25,18 +24,15 @@ from typing import Any, AsyncIterator
 import pytest
 from kubernetes_asyncio import client
 
-from devstack.karmada import CLUSTERS, PROPAGATION_POLICIES, RESOURCE_BINDINGS
+from devstack.karmada import CLUSTERS, PROPAGATION_POLICIES
 from fedplace.common.kube_client import KubeApiError, kube_json
 from tests.fixtures.kube import ScratchNamespaces
 from tests.fixtures.stack import eventually
 from tests.metrics import metric
-from tests.packs.karmada.stack import app_reading_config, fedplace_on_karmada, replicated
+from tests.packs.karmada.helpers import EU, PCI, app_reading_config, deployment, fedplace_on_karmada, replicated
 from tests.packs.karmada.test_deps_and_stuck import BINDINGS, binding, events
-from tests.packs.karmada.test_e2e import EU, PCI, deployment
 
-pytestmark = pytest.mark.skipif(
-    not os.environ.get("KARMADA_REAL_STATE") or not os.environ.get("FEDPLACE_TEST_KUBECONFIG"),
-    reason="real Karmada not running (the real servers' karmada-up sets KARMADA_REAL_STATE)")
+pytestmark = pytest.mark.karmada_real  # skipped unless real Karmada runs (tests/fixtures/karmada.py)
 
 API_ENABLEMENTS = [
     {"groupVersion": "v1", "resources": [{"name": "configmaps", "kind": "ConfigMap"},
@@ -89,7 +85,7 @@ async def karmada(opa: Any, kube: Any, kube_api: client.ApiClient, kube_namespac
             await member(kube_api, names[key], region, pci, suffix)
             created.append(names[key])
         async with fedplace_on_karmada(opa, kube, kube_api, tmp_path, policy_ns=policy_ns, app_ns=app_ns,
-                                       replicate=["apps/v1/deployments", "v1/configmaps"]):
+                                       replicate=["v1/configmaps"]):
             yield {"api": kube_api, "opa": opa, "ns": app_ns, "clusters": names, "run": suffix}
     finally:
         for name in created:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import uuid
 from pathlib import Path
 from typing import Any, AsyncIterator
@@ -27,14 +26,10 @@ from devstack.karmada import CLUSTERS, PROPAGATION_POLICIES, RESOURCE_BINDINGS
 from fedplace.common.kube_client import KubeApiError, kube_json
 from fedplace.insight.view import excluded_of
 from tests.fixtures.kube import ScratchNamespaces
-from tests.fixtures.stack import eventually, policy_loaded, webhook_stack
-from tests.packs.karmada.test_e2e import EU, EXCLUDED, PCI, SETTINGS, WHY, deployment, rule
-from tests.packs.limitrange.conftest import pack_configmaps
+from tests.fixtures.stack import eventually
+from tests.packs.karmada.helpers import EU, EXCLUDED, PCI, WHY, deployment, fedplace_on_karmada
 
-pytestmark = pytest.mark.skipif(
-    not (os.environ.get("KARMADA_REAL_STATE") and os.environ.get("FEDPLACE_TEST_KUBECONFIG")
-         and os.environ.get("FEDPLACE_TEST_OPA_URL")),
-    reason="needs real Karmada beside the real servers (KARMADA_REAL_STATE, set by karmada-up)")
+pytestmark = pytest.mark.karmada_real  # skipped unless real Karmada runs (tests/fixtures/karmada.py)
 
 MEMBERS = 5000
 # The API server's limit on all of an object's annotations together (256 KiB).
@@ -79,33 +74,8 @@ async def fleet(opa: Any, kube: Any, kube_api: client.ApiClient, kube_namespaces
     app_ns = await kube_namespaces.create("kr-shop")
     try:
         await create_members(kube_api, [(eu, "eu-west-1", "3")] + [(n, "us-east-1", "1") for n in others], run)
-        async with webhook_stack(
-                opa, kube, kube_api, tmp_path, name=f"fedplace-karmada-{app_ns}", policy_ns=policy_ns,
-                sync_flags=["--replicate", "apps/v1/deployments",
-                            "--replicate", "work.karmada.io/v1alpha2/resourcebindings",
-                            "--replicate", "policy.karmada.io/v1alpha1/propagationpolicies",
-                            "--replicate-cluster", "cluster.karmada.io/v1alpha1/clusters",
-                            "--replicate-ignore-namespaces", policy_ns,
-                            "--remediate", "enforce", "--remediate-debounce", "0.05",
-                            "--remediate-max-fraction", "1", "--leader-election", "false",
-                            "--remediate-resource", "work.karmada.io/v1alpha2/resourcebindings"],
-                webhook_rules=[rule("apps", "v1", ["deployments"]),
-                               rule("work.karmada.io", "v1alpha2", ["resourcebindings"]),
-                               rule("policy.karmada.io", "v1alpha1", ["propagationpolicies"])],
-                namespaces=[app_ns]) as stack:
-            configmaps = pack_configmaps()
-            for cm, data in (("fedplace-lib", configmaps["fedplace-lib"]),
-                             ("fedplace-federation", configmaps["fedplace-federation"]),
-                             ("fedplace-karmada", configmaps["fedplace-karmada"]),
-                             ("fedplace-settings", {"settings.rego": SETTINGS})):
-                await kube_json(kube_api, "POST", f"/api/v1/namespaces/{policy_ns}/configmaps", body={
-                    "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": cm}, "data": data})
-                await eventually(lambda cm=cm: policy_loaded(kube_api, policy_ns, cm), what=f"{cm} to load")
-
-            async def ready() -> bool:
-                return stack.sync.is_ready()
-
-            await eventually(ready, what="the sync to be ready", timeout=120)
+        async with fedplace_on_karmada(opa, kube, kube_api, tmp_path, policy_ns=policy_ns, app_ns=app_ns,
+                                       ready_timeout=120):
             yield {"api": kube_api, "opa": opa, "ns": app_ns, "eu": eu, "others": others,
                    "names": [eu, *others]}
     finally:
