@@ -45,7 +45,7 @@ same round) at the lowest in-flight count, and the throughput ratio at the
 highest. A speed-up keeps its place when it saves >= 0.05 ms p50 or >= 5 %
 throughput.
 
-Targets (issue 15): the webhook adds <= 0.5 ms p50 at 1 in flight; at 64 in
+Targets: the webhook adds <= 0.5 ms p50 at 1 in flight; at 64 in
 flight its throughput is >= 0.75x direct OPA's of the same run. The
 processes are not pinned: the OPA (the devstack engine, one Python process),
 the webhook, the load generator and the devstack API server (idle during the

@@ -46,7 +46,7 @@ RS_INPUT = {"input": {"apiVersion": "apps/v1", "kind": "ReplicaSet",
                       "metadata": {"name": "web", "namespace": "shop", "annotations": {
                           "policy.federation.alpha.kubernetes.io/eu-jurisdiction-required": "true",
                           "policy.federation.alpha.kubernetes.io/pci-compliance-level": "2"}}}}
-# The same constraints on a Deployment: placed through the cluster selector (issue 18).
+# The same constraints on a Deployment: placed through the cluster selector.
 DEPLOY_INPUT = {"input": {**RS_INPUT["input"], "kind": "Deployment"}}
 SIZES = (10, 1_000, 10_000)
 LARGE = SIZES[-1]

@@ -29,7 +29,7 @@ Then the placement page for the same 5,000 × 1,000: the view built from the
 data (what the sync serves from its caches) and rendered to HTML, and loaded
 in headless Chromium from a file: ``data-rendered-ms`` (navigation start →
 load event with layout forced), and the browser process's wall time against
-a blank page's. Targets (issue 16): what-if ≤ 5 s; the page renders ≤ 2 s.
+a blank page's. Targets: what-if ≤ 5 s; the page renders ≤ 2 s.
 """
 
 from __future__ import annotations

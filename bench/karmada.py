@@ -1,4 +1,4 @@
-"""Benchmark the Karmada pack (issue 27): a binding's placement decision, and remediation of bindings.
+"""Benchmark the Karmada pack: a binding's placement decision, and remediation of bindings.
 
 Usage: .venv/bin/python bench/karmada.py [--part both|decision|remediation] [--queries 300] [--block 50]
        [--templates 1000] [--bindings 5000] [--affected 1000] [--clusters 4] [--dump DIR] [--sync-arg ARG]

@@ -1,4 +1,4 @@
-"""The cost curve (issue 29): decision p50 / p99 of each pack as its data grows, devstack engine and real OPA.
+"""The cost curve: decision p50 / p99 of each pack as its data grows, devstack engine and real OPA.
 
 Usage: .venv/bin/python bench/scale.py [--queries 300] [--warmup 20] [--block 50] [--throughput 400]
        [--concurrency 16] [--plot PATH] [--json PATH]
@@ -335,7 +335,7 @@ def p50(lat: list[float]) -> float:
 
 
 def report(figs: list[Figures], args: argparse.Namespace, why_not: str) -> None:
-    print("### Cost curve — decision p50 / p99 as the data grows, devstack engine and real OPA (issue 29)\n")
+    print("### Cost curve — decision p50 / p99 as the data grows, devstack engine and real OPA\n")
     for f in figs:
         print(f"- {f.who}: {f.what} (load average {f.load[0]:.1f} → {f.load[1]:.1f}; policies: {f.policies})")
     if len(figs) == 1:

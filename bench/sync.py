@@ -17,7 +17,7 @@ subprocess and measures:
   fresh engine to start: the objects go into the same OPA under
   ``data.bench_baseline`` (the output says so).
 
-``--target`` (issue 29 item 4, real servers): 100,000 ReplicaSets of ~0.6 KB in
+``--target`` (real servers): 100,000 ReplicaSets of ~0.6 KB in
 100 namespaces + 5,000 Cluster objects, created once (64 concurrent POSTs,
 timed). First 10 % of them are created and measured as the baseline of the
 same run, then the rest is created and the full size measured (``--runs``
@@ -240,7 +240,7 @@ async def measure_lag(s: aiohttp.ClientSession, api: client.ApiClient, opa: str,
     return lags
 
 
-# -- issue 29 item 4: 100,000 ReplicaSets + 5,000 clusters on the real servers (--target) ----------
+# -- 100,000 ReplicaSets + 5,000 clusters on the real servers (--target) ----------
 
 GEN = "fedplace-bench-gen"  # the annotation the updates set (no "/": it is read as an OPA path segment)
 TARGET_READY_S, TARGET_RSS_MB, TARGET_P99_MS = 10.0, 600.0, 50.0
@@ -773,7 +773,7 @@ def main() -> None:
     p.add_argument("--rate", type=float, default=None, help="updates/s (default 200; 500 with --target)")
     p.add_argument("--seconds", type=float, default=None, help="seconds of updates (default 10; 60 with --target)")
     p.add_argument("--target", action="store_true",
-                   help="issue 29's scenario: 100,000 ReplicaSets + 5,000 clusters, 500 annotation updates/s for "
+                   help="the target scenario: 100,000 ReplicaSets + 5,000 clusters, 500 annotation updates/s for "
                         "60 s, each figure beside a baseline of the same run at --baseline-fraction of the objects "
                         "(created first, then topped up: every object is created once per invocation)")
     p.add_argument("--baseline-fraction", type=float, default=0.1, help="with --target: the baseline's share")

@@ -1,4 +1,4 @@
-"""The demo's Karmada steps (issue 27): placement decided by OPA for Karmada workloads.
+"""The demo's Karmada steps: placement decided by OPA for Karmada workloads.
 
 Karmada's API server is an API server of its own, and its Cluster objects share the plural
 ``clusters`` (so OPA's ``data.kubernetes.clusters``) with the Federation v1 Cluster CRD the rest of

@@ -1,4 +1,4 @@
-"""The demo's LimitRange steps (issue 13): the pack switched on by its ConfigMap,
+"""The demo's LimitRange steps: the pack switched on by its ConfigMap,
 a default injected, a violation explained, and the ``fedplace-limits`` view.
 
 :func:`limitrange_steps` runs after devstack/demo.py's own steps, on the same

@@ -1,4 +1,4 @@
-"""Issue 17, fedplace-admission: bad requests never get a 500, and reading one is bounded.
+"""fedplace-admission: bad requests never get a 500, and reading one is bounded.
 
 Over real HTTP (raw sockets where the client must misbehave) against the
 webhook in-process, the devstack engine and API server. Every case would have

@@ -150,7 +150,7 @@ async def test_rotated_client_ca_replaces_the_old_one(tls_files: tuple[Path, Pat
         await runner.cleanup()
 
 
-# -- the expiry of the certificate being served (issue 28) ----------------------------------------
+# -- the expiry of the certificate being served ----------------------------------------
 
 
 def _expiry_gauge() -> float | None:

@@ -1,4 +1,4 @@
-"""Issue 17, deploy/: least privilege for the sync, a staged install, cert-manager exempt, and the
+"""deploy/: least privilege for the sync, a staged install, cert-manager exempt, and the
 operations guide's commands — checked on the rendered manifests and by running the install
 script against a stand-in kubectl that records what it is asked, in order."""
 

@@ -20,7 +20,7 @@ from tests.deploy.conftest import (Rendered, container, containers, expand_env, 
 
 NS = "opa"
 POLICY_NS = "kube-federation-scheduling-policy"
-# cert-manager renews the webhook's certificate: a webhook outage must not block it (issue 17.12).
+# cert-manager renews the webhook's certificate: a webhook outage must not block it.
 EXEMPT = {"kube-system", NS, POLICY_NS, "cert-manager"}
 
 
@@ -363,7 +363,7 @@ def test_enforce_component_switches_remediation(rendered: dict[str, Rendered]):
     cfg = sync_config(rendered["test-enforce"])
     assert cfg.remediator.mode == "enforce"
     a, b = copy.deepcopy(rendered["test-enforce"].objects), copy.deepcopy(rendered["cert-manager"].objects)
-    # …and grants the patch enforcing needs (the base grants none: issue 17.10).
+    # …and grants the patch enforcing needs (the base grants none).
     added = [o for o in a if o["metadata"]["name"] == "fedplace:opa-kube-sync:remediate"]
     assert sorted(o["kind"] for o in added) == ["ClusterRole", "ClusterRoleBinding"]
     a = [o for o in a if o not in added]

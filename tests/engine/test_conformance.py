@@ -133,7 +133,7 @@ REFUSED = {
                      "rego_type_error", 1),
     "unsafe-var": ("package fedtest.bad\n\nallow if { y }\n", "rego_unsafe_var_error", 3),
     "mutual-recursion": ("package fedtest.bad\n\np if q\n\nq if p\n", "rego_recursion_error", 3),
-    # a dynamic data[...] reference that can reach the package's own rules (issue 11)
+    # a dynamic data[...] reference that can reach the package's own rules
     "dynamic-data-ref": (RECURSIVE_REMEDIATION, "rego_recursion_error", 4),
 }
 

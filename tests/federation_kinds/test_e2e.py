@@ -1,4 +1,4 @@
-"""End to end (issue 18): Deployments, ConfigMaps and Secrets placed through the
+"""End to end: Deployments, ConfigMaps and Secrets placed through the
 federation's cluster selector, through the API server's webhook dispatch.
 
 Everything is the real thing on the devstack (or the servers of

@@ -1,4 +1,4 @@
-"""Issue 17's fuzz campaign, seeded and bounded in time (tests/fuzz/campaign.py).
+"""The fuzz campaign, seeded and bounded in time (tests/fuzz/campaign.py).
 
 ``make test`` runs a short sample; ``make fuzz`` the long campaign (≥ 5,000
 requests and a few hundred ConfigMap writes), whose figures are in

@@ -1,4 +1,4 @@
-"""The ``fedplace`` command line as kubectl users expect it (issue 28, item 3).
+"""The ``fedplace`` command line as kubectl users expect it.
 
 Every error a user can cause is one line on stderr and an exit code — 2 usage or
 input, 3 a server that cannot be reached — never a traceback; 1 stays what-if's

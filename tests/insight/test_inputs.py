@@ -88,7 +88,7 @@ def test_kind_guards_prune_bodies_and_the_rules_they_leave_undefined():
                     'errors contains input.a if not input.kind == "A"\n', kind="C") == [("a",), ("kind",)]
 
 
-# What the selector-placed kinds read (issue 18); the static analysis cannot tell from the
+# What the selector-placed kinds read; the static analysis cannot tell from the
 # settings that a ReplicaSet never is one, so its projection holds them too. The same goes
 # for Karmada templates (policies/karmada/): with control_plane "karmada" a ReplicaSet or a
 # ConfigMap is one, and the pack reads its apiVersion (is it one of Karmada's own types?).

@@ -228,7 +228,7 @@ def selector(*requirements: tuple[str, str, list[str]]) -> str:
 
 
 def kinds_view() -> dict[str, Any]:
-    """ReplicaSets, a Deployment and Secrets placed by the policy: the finding of issue 28 (a
+    """ReplicaSets, a Deployment and Secrets placed by the policy (a
     Deployment and a Secret whose cluster-selector admits two clusters)."""
     clusters = {"eu-1": named("eu-1", "europe-west1", "3"), "eu-2": named("eu-2", "eu-west-1", "1", tier="gold"),
                 "eu-3": named("eu-3", "westeurope", "3", label=False), "us-1": named("us-1", "us-east1", "3"),

@@ -1,4 +1,4 @@
-"""Issue 29 item 6: remediation exactly once when the leader loses its Lease mid-pass.
+"""Remediation exactly once when the leader loses its Lease mid-pass.
 
 Each replica reaches the API server (devstack or real) through its own
 recording, fault-injecting proxy (tests/ha/harness.py's ``AuditProxy``, a

@@ -1,4 +1,4 @@
-"""Issue 28: the remediator's gauges of the current state.
+"""The remediator's gauges of the current state.
 
 * ``fedplace_remediation_leader{lease}``: 1 while this replica holds the Lease,
   0 once it gave it up (against the API server, devstack or real); ``lease=""``

@@ -1,5 +1,5 @@
-"""The remediator re-places Deployments (placed through the cluster selector,
-issue 18) after a cluster's PCI downgrade, as it does ReplicaSets
+"""The remediator re-places Deployments (placed through the cluster selector)
+after a cluster's PCI downgrade, as it does ReplicaSets
 (tests/remediator/test_remediator.py): only the affected objects are patched,
 the developer's own annotations are kept, and a second pass is idle.
 

@@ -1,4 +1,4 @@
-"""Issue 17, opa-kube-sync: a policy ConfigMap can neither open OPA nor jam it.
+"""opa-kube-sync: a policy ConfigMap can neither open OPA nor jam it.
 
 Over HTTP against OPA and the API server (devstack or real; faults from the
 proxies of tests/fixtures/proxy.py), with the sync in-process: the ``system.*`` guard reads the package as OPA's
@@ -129,7 +129,7 @@ async def get(url: str) -> tuple[int, str]:
     "package\tsystem.authz",
 ], ids=["newline", "crlf", "bom", "comment", "quoted", "tab"])
 async def test_system_package_refused_however_it_is_written(opa, policies, start_sync, clause):
-    """Issue 17.1: ``package\\nsystem.authz`` loaded as ok and opened OPA's API."""
+    """``package\\nsystem.authz`` is a system module: refused (status error), never loaded into OPA."""
     await policies.put("p", {"ok.rego": "package fedtest.ok\n\nx := 1\n",
                              "authz.rego": clause + "\n\nallow if true\n"})
     await start_sync()
@@ -152,7 +152,7 @@ async def test_unreadable_package_is_not_sent_to_opa(opa, policies, start_sync):
 
 
 async def test_package_data_system_is_data_data_system_and_loads(opa, policies, start_sync):
-    """Issue 17.5: ``package data.system.x`` is ``data.data.system.x`` for OPA — not reserved."""
+    """``package data.system.x`` is ``data.data.system.x`` for OPA — not reserved."""
     await policies.put("p", {"x.rego": "package data.system.x\n\ny := 1\n"})
     await start_sync()
     assert await eventually(lambda: policies.status_is("p", "ok"), what="loaded")
@@ -206,8 +206,8 @@ async def test_rules_whose_reference_goes_on_after_a_variable_count_too(opa, pol
 
 
 async def test_the_issues_jamming_configmap_is_refused_by_default(opa, policies, start_sync):
-    """Issue 17.2: one valid 858 KB ConfigMap of 55,000 rules jammed OPA for good. The same
-    size and rule count here (an API server stores at most 1 MiB per object)."""
+    """One valid 858 KB ConfigMap of 55,000 rules must not jam OPA for good (the same
+    size and rule count here ; an API server stores at most 1 MiB per object)."""
     jam = "package fedtest.jam\n\n" + rules(55_000)
     assert 850_000 < len(jam.encode()) < 860_000
     await policies.put("jam", {"jam.rego": jam})
@@ -218,7 +218,7 @@ async def test_the_issues_jamming_configmap_is_refused_by_default(opa, policies,
 
 
 async def test_slow_opa_one_write_per_module_not_ready_metric_and_event(opa, opa_proxy, policies, start_sync):
-    """Issue 17.2: a write OPA takes longer than the timeout for is never sent again while OPA
+    """A write OPA takes longer than the timeout for is never sent again while OPA
     works on it; /readyz, fedplace_sync_opa_responsive and an Event say OPA is not answering."""
     await policies.put("p", {"a.rego": "package fedtest.slow\n\nx := 1\n"})
     svc = await start_sync("--opa-timeout", "0.5", opa=opa_proxy)
@@ -262,8 +262,8 @@ async def result(opa: Any, path: str) -> Any:
 
 async def test_huge_opa_error_still_gives_a_bounded_status_and_the_full_first_error_in_an_event(
         opa, policies, start_sync):
-    """Issue 17.3: OPA quotes the offending line; a long one made the annotation exceed the API
-    server's 256 KiB (422): no status, and a ConfigMap that was ok kept saying ok."""
+    """OPA quotes the offending line: a long one must not push the status annotation past the
+    API server's 256 KiB (422), which would leave a ConfigMap that was ok saying ok."""
     await policies.put("p", {"a.rego": "package fedtest.long\n\nx := 1\n"})
     await start_sync("--policy-max-module-bytes", "1000000")
     assert await eventually(lambda: policies.status_is("p", "ok"), what="ok first")
@@ -294,7 +294,7 @@ async def test_status_write_refused_by_the_api_server_is_retried(kube_proxy, opa
 
 
 async def test_evaluation_conflict_names_the_other_configmap_in_both_statuses(opa, policies, start_sync):
-    """Issue 17.4: ``allow := true`` and ``allow := false`` in two ConfigMaps were both ok."""
+    """``allow := true`` and ``allow := false`` in two ConfigMaps are not both ok: a conflict is reported."""
     await policies.put("team-a", {"a.rego": "package fedtest.shared\n\nallow := true\n"})
     await start_sync()
     assert await eventually(lambda: policies.status_is("team-a", "ok"), what="team-a ok")
@@ -328,8 +328,8 @@ async def test_compile_time_conflict_is_refused_and_names_the_other_configmap(op
 
 
 async def test_binary_data_only_configmap_is_an_error_not_ok(opa, policies, start_sync):
-    """Issue 17.5: a binaryData-only ConfigMap said ok with nothing loaded (yet the webhook counts
-    it as "policies exist" and fails closed): the status now says why nothing is loaded."""
+    """A binaryData-only ConfigMap loads nothing (yet the webhook counts it as "policies exist"
+    and fails closed): its status is an error saying why nothing is loaded."""
     await policies.put("bin", binary={"policy.rego": "cGFja2FnZSB4"})
     await start_sync()
     status = await eventually(lambda: policies.status_is("bin", "error"), what="binaryData reported")

@@ -1,4 +1,4 @@
-"""Issue 28: opa-kube-sync's gauges of the current state, beside its counters.
+"""opa-kube-sync's gauges of the current state, beside its counters.
 
 * ``fedplace_sync_policy_modules{policy_namespace, configmap, status}``: the
   modules of each policy ConfigMap loaded (ok) and failing now (error), as its

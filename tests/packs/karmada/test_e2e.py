@@ -1,4 +1,4 @@
-"""End to end (issue 27): Karmada placement decided by OPA, through the API server.
+"""End to end: Karmada placement decided by OPA, through the API server.
 
 On the devstack or the real servers (FEDPLACE_TEST_OPA_URL / FEDPLACE_TEST_KUBECONFIG):
 the test CRDs shaped like Karmada's (devstack/karmada/crds.yaml); opa-kube-sync in

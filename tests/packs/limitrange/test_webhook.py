@@ -2,7 +2,7 @@
 
 OPA is the devstack engine (or FEDPLACE_TEST_OPA_URL) holding the pack's
 modules as the sync loads them; LimitRanges are in its data as the sync
-replicates them. Every semantic of issue 13 item 2 goes through the webhook
+replicates them. Every semantic goes through the webhook
 here — the reference table's cases (defaults, min as request, max as default,
 min / max / ratio, exact quantities, pod totals, init containers and
 sidecars, several LimitRanges) — plus every pod-bearing kind (item 3),

@@ -1,5 +1,5 @@
 """The SchedulingPolicy pack's `use` grants equal the Kubernetes RBAC authorizer's
-(issue 29, item 2: "SubjectAccessReview-equal results").
+("SubjectAccessReview-equal results").
 
 On a real kube-apiserver (``FEDPLACE_TEST_KUBECONFIG``, RBAC authorization): RBAC
 objects are created on the API server; opa-kube-sync, in process, replicates the
