@@ -207,7 +207,7 @@ async def test_rules_whose_reference_goes_on_after_a_variable_count_too(opa, pol
 
 async def test_the_issues_jamming_configmap_is_refused_by_default(opa, policies, start_sync):
     """One valid 858 KB ConfigMap of 55,000 rules must not jam OPA for good (the same
-    size and rule count here ; an API server stores at most 1 MiB per object)."""
+    size and rule count here; an API server stores at most 1 MiB per object)."""
     jam = "package fedtest.jam\n\n" + rules(55_000)
     assert 850_000 < len(jam.encode()) < 860_000
     await policies.put("jam", {"jam.rego": jam})
