@@ -20,18 +20,26 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import TYPE_CHECKING, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Awaitable, Callable, Protocol
 
 from prometheus_client import Counter, Histogram
 
 from fedplace.common.opa_client import OpaClient, OpaError
 
-if TYPE_CHECKING:
-    from fedplace.sync.loaded import LoadedRecord
-
-__all__ = ["SENTINEL_PATH", "RestartDetector"]
+__all__ = ["SENTINEL_PATH", "Record", "RestartDetector"]
 
 log = logging.getLogger(__name__)
+
+
+class Record(Protocol):
+    """What the detector needs of the record of a complete load
+    (:class:`fedplace.sync.loaded.LoadedRecord`, which imports this module)."""
+
+    def withdrawn(self) -> AbstractAsyncContextManager[None]: ...
+
+    async def publish(self, complete: bool = False) -> None: ...
+
 
 SENTINEL_PATH = ["fedplace_sync"]
 RESYNCS = Counter("fedplace_sync_opa_resyncs_total", "Full re-pushes after OPA lost its state")
@@ -40,7 +48,7 @@ RESTORE_SECONDS = Histogram("fedplace_sync_opa_restore_seconds", "Time to re-pus
 
 class RestartDetector:
     def __init__(self, opa: OpaClient, interval: float, restore: Callable[[], Awaitable[None]],
-                 record: "LoadedRecord | None" = None) -> None:
+                 record: Record | None = None) -> None:
         self.opa = opa
         self.record = record
         self.interval = interval
