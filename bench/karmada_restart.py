@@ -188,8 +188,8 @@ def template_index(key: str) -> int:
 def narrowed(b: dict[str, Any], forbidden: set[str]) -> bool:
     """fedplace decided it, and the scheduler placed it on allowed clusters only."""
     ann = (b.get("metadata") or {}).get("annotations") or {}
-    return EXCLUDED in ann and scheduled(b) and not forbidden & set(clusters_of(b)) \
-        and (b.get("status") or {}).get("schedulerObservedGeneration") == (b.get("metadata") or {}).get("generation")
+    exclude = (((b.get("spec") or {}).get("placement") or {}).get("clusterAffinity") or {}).get("exclude") or []
+    return EXCLUDED in ann and forbidden <= set(exclude) and scheduled(b) and not forbidden & set(clusters_of(b))
 
 
 async def wait_for(what: str, check: Any, timeout: float, every: float = 2.0) -> float:
