@@ -121,8 +121,8 @@ alone := x if {
 		with remediation.decision_key as null
 }
 
-keys := x if {
-	x := remediation.keys with input as everything
+keys := {ref: key | some [key, ref] in x} if {
+	x := remediation.keyed_refs with input as everything
 		with data.kubernetes.resourcebindings as resourcebindings
 		with data.kubernetes.clusterresourcebindings as clusterresourcebindings
 		with data.kubernetes.deployments as deployments

@@ -34,33 +34,39 @@ resources := input.resources if input.resources
 
 else := default_resources
 
-# The objects of the query: [plural, namespace ("" when cluster-scoped), name] -> object.
-scope[[r.plural, namespace, name]] := obj if {
+# The objects of the query, each as [plural, namespace ("" when cluster-scoped), name]
+# (a set of references: the objects themselves are read where they are needed,
+# object_at, never copied into a rule's value).
+refs contains [r.plural, namespace, name] if {
 	not input.objects
 	some r in resources
 	object.get(r, "namespaced", true)
 	some namespace, objects in replicated.collection(r.plural)
-	some name, obj in objects
+	some name, _ in objects
 }
 
-scope[[r.plural, "", name]] := obj if {
+refs contains [r.plural, "", name] if {
 	not input.objects
 	some r in resources
 	not object.get(r, "namespaced", true)
-	some name, obj in replicated.collection(r.plural)
+	some name, _ in replicated.collection(r.plural)
 }
 
-scope[[r.plural, namespace, o.name]] := obj if {
+refs contains [r.plural, namespace, o.name] if {
 	some o in input.objects
 	some r in resources
 	r.plural == o.resource
 	namespace := object.get(o, "namespace", "")
-	obj := stored(r, namespace, o.name)
+	stored(r, namespace, o.name)
 }
 
 stored(r, namespace, name) := replicated.namespaced_object(r.plural, namespace, name) if object.get(r, "namespaced", true)
 
 stored(r, _, name) := replicated.cluster_object(r.plural, name) if not object.get(r, "namespaced", true)
+
+object_at([plural, "", name]) := replicated.cluster_object(plural, name)
+
+object_at([plural, namespace, name]) := replicated.namespaced_object(plural, namespace, name) if namespace != ""
 
 # -- shared decisions -------------------------------------------------------------
 #
@@ -78,13 +84,14 @@ stored(r, _, name) := replicated.cluster_object(r.plural, name) if not object.ge
 # null, the default, means "decided alone".
 default decision_key(_, _) := null
 
-keys[ref] := decision_key(ref[0], obj) if some ref, obj in scope
+# [key, reference] of every object of the query.
+keyed_refs := [[decision_key(ref[0], object_at(ref)), ref] | some ref in refs]
 
 # One object per key (the first by [plural, namespace, name]): the keyed objects
 # sorted by key, each first of its key.
-keyed := sort([[key, ref] | some ref, key in keys; key != null])
+keyed := sort([x | some x in keyed_refs; x[0] != null])
 
-shared[key] := decide(scope[ref]) if {
+shared[key] := decide(object_at(ref)) if {
 	some i, [key, ref] in keyed
 	first_of_key(i, key)
 }
@@ -94,11 +101,11 @@ first_of_key(0, _)
 first_of_key(i, key) if keyed[i - 1][0] != key
 
 notifications contains n if {
-	some ref, key in keys
+	some [key, ref] in keyed_refs
 	n := notification(ref, decision_of(ref, key))
 }
 
-decision_of(ref, null) := decide(scope[ref])
+decision_of(ref, null) := decide(object_at(ref))
 
 decision_of(_, key) := shared[key] if key != null
 
