@@ -578,6 +578,11 @@ class RemediationFigures:
     builds_first: int | None = None
     builds_change: int | None = None
     phases: dict[str, Phase] = field(default_factory=dict)  # "first", "change"
+    # The remediation query over every binding, shared decisions (the library's decision_key)
+    # against every binding decided alone, alternated: seconds per query, and the keys' count.
+    ab: dict[str, list[float]] = field(default_factory=dict)
+    ab_notifications: int = 0
+    ab_shared: int = 0
 
 
 def log_records(log: Path, start: int) -> tuple[list[dict[str, Any]], int]:
@@ -612,6 +617,42 @@ class Phase:
             self.failed += r.get("msg") == "remediation patch failed"
 
 
+AB_PACKAGE = "bench_karmada_ab"
+# Every binding decided alone: the library's notifications with no object keyed.
+AB_MODULE = f"""package {AB_PACKAGE}
+
+alone := x if {{
+	x := data.io.k8s.federation.remediation.notifications with data.io.k8s.federation.remediation.decision_key as null
+}}
+"""
+AB_QUERIES = {"shared": "io/k8s/federation/remediation/notifications", "alone": f"{AB_PACKAGE}/alone",
+              "keys": "io/k8s/federation/remediation/shared"}
+
+
+async def remediation_ab(opa: Opa, rounds: int) -> tuple[dict[str, list[float]], int, int]:
+    """The remediation query over every replicated binding, both ways, ``rounds`` times alternated
+    (what a full pass asks, in one query): seconds per query by way, the notifications (the same
+    both ways, checked) and the distinct decisions shared."""
+    query_input = {"input": {"resources": [{"plural": "resourcebindings", "namespaced": True}]}}
+    times: dict[str, list[float]] = {"shared": [], "alone": []}
+    answers: dict[str, list[str]] = {}
+    async with opa.session() as s:
+        async with s.put(f"{opa.url}/v1/policies/{AB_PACKAGE}/ab.rego", data=AB_MODULE.encode()) as r:
+            assert r.status == 200, (r.status, await r.text())
+        for i in range(rounds):
+            for way in (("shared", "alone") if i % 2 == 0 else ("alone", "shared")):
+                t = time.perf_counter()
+                async with s.post(f"{opa.url}/v1/data/{AB_QUERIES[way]}", json=query_input) as r:
+                    doc = await r.json()
+                    assert r.status == 200, (r.status, doc)
+                times[way].append(time.perf_counter() - t)
+                answers[way] = sorted(json.dumps(n, sort_keys=True) for n in doc.get("result") or [])
+        async with s.post(f"{opa.url}/v1/data/{AB_QUERIES['keys']}", json=query_input) as r:
+            shared = len((await r.json()).get("result") or {})
+    assert answers["shared"] == answers["alone"], "shared decisions differ from separate ones"
+    return times, len(answers["shared"]), shared
+
+
 async def run_remediation(args: argparse.Namespace, tmp: Path) -> RemediationFigures:
     total, affected = args.bindings, args.affected
     tmp.mkdir(parents=True, exist_ok=True)
@@ -627,7 +668,8 @@ async def run_remediation(args: argparse.Namespace, tmp: Path) -> RemediationFig
         await kube.require_empty(DEPLOY_PATH, "the sync replicates every Deployment as a template")
         namespaces = [await kube.namespace(f"ns{i}") for i in range(REM_NAMESPACES)]
         policy_ns, lease_ns = await kube.namespace("policy"), await kube.namespace("opa")
-        opa.owns(documents=("kubernetes", SENTINEL_PATH[0]), policies=(f"{policy_ns}/", replicated_root.POLICY_ID))
+        opa.owns(documents=("kubernetes", SENTINEL_PATH[0]),
+                 policies=(f"{policy_ns}/", replicated_root.POLICY_ID, f"{AB_PACKAGE}/"))
         await post_all(api, [(KARMADA_CLUSTERS.collection_path(None), karmada_cluster(*c)) for c in clusters])
         await post_all(api, [(f"/apis/apps/v1/namespaces/{namespaces[i % REM_NAMESPACES]}/deployments",
                               rem_template(i, "3" if i < affected else "1", namespaces)) for i in range(total)])
@@ -776,6 +818,8 @@ async def run_remediation(args: argparse.Namespace, tmp: Path) -> RemediationFig
                          and not (excluded_annotation(o, names) == want_after
                                   and exclude_of(o) == [USER, *want_after])]
                 assert not wrong, f"{len(wrong)} affected bindings not as expected, e.g. {wrong[:3]}"
+                if args.ab_rounds > 0:  # the sync is idle now: the data is what the pass evaluated
+                    fig.ab, fig.ab_notifications, fig.ab_shared = await remediation_ab(opa, args.ab_rounds)
             fig.rss = {"opa-kube-sync": rss_of(sync), "fedplace-admission": rss_of(hook),
                        "OPA": rss_of(opa.process, opa.url)}
         finally:
@@ -828,6 +872,13 @@ def report_remediation(f: RemediationFigures, args: argparse.Namespace) -> None:
                          f"{r.get('query_seconds')} s, {r.get('patched')} patched, {r.get('failed')} failed, "
                          f"{r.get('seconds')} s" for r in ph.passes)
         print(f"| {label}: remediation passes (the sync's log) | {runs or 'none logged'} |")
+    if f.ab:
+        sh, al = pct(f.ab["shared"], 50), pct(f.ab["alone"], 50)
+        print(f"| the remediation query over all {total:,} bindings, {len(f.ab['shared'])} × each way alternated: "
+              f"shared decisions ({f.ab_shared} evaluated) / every binding alone, p50 (min–max) | "
+              f"**{sh:.2f}** ({min(f.ab['shared']):.2f}–{max(f.ab['shared']):.2f}) / "
+              f"{al:.2f} ({min(f.ab['alone']):.2f}–{max(f.ab['alone']):.2f}) s: **{al / sh:.1f}×**; "
+              f"{f.ab_notifications:,} notifications, the same both ways |")
     if f.builds_change is not None:
         print(f"| devstack engine rebuilds (every module compiled, all data loaded), change / first placement | "
               f"{f.builds_change:,} / {f.builds_first:,} |")
@@ -848,6 +899,9 @@ def main() -> None:
     p.add_argument("--clusters", type=int, default=4, help="Karmada Clusters of the remediation part (≥ 4)")
     p.add_argument("--sync-arg", action="append", default=[], metavar="ARG",
                    help="one more opa-kube-sync argument (repeatable), e.g. --sync-arg=--remediate-max-chunk=250")
+    p.add_argument("--ab-rounds", type=int, default=3, metavar="N",
+                   help="remediation part: after the change, the remediation query over every binding N times each "
+                        "way (shared decisions / every binding alone), alternated; 0: not measured")
     add_server_flags(p, opa=True, kube=True)
     args = p.parse_args()
     t0 = time.perf_counter()

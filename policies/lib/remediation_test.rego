@@ -105,3 +105,40 @@ test_another_packs_errors_neither_block_nor_count if {
 	n.errors == []
 	json.unmarshal(n.annotations["federation.kubernetes.io/replica-set-preferences"]).clusters == {"eu-a": {"weight": 1}}
 }
+
+# -- shared decisions (decision_key) ------------------------------------------------
+
+one_key(_, _) := "one"
+
+own_key(_, obj) := obj.metadata.name
+
+unkeyed := n if {
+	n := remediation.notifications with data.kubernetes.replicasets as replicasets
+		with data.kubernetes.clusters as clusters
+}
+
+test_objects_of_one_key_share_the_first_ones_decision if {
+	# default/free comes first: its decision (nothing to say) is every object's.
+	ns := remediation.notifications with data.kubernetes.replicasets as replicasets
+		with data.kubernetes.clusters as clusters
+		with remediation.decision_key as one_key
+	count(unkeyed) == 2
+	count(ns) == 0
+
+	# Targeted at the other two: default/pci2 comes first.
+	targeted := remediation.notifications with data.kubernetes.replicasets as replicasets
+		with data.kubernetes.clusters as clusters
+		with remediation.decision_key as one_key
+		with input as {"objects": [
+			{"resource": "replicasets", "namespace": "shop", "name": "eu"},
+			{"resource": "replicasets", "namespace": "default", "name": "pci2"},
+		]}
+	{[n.name, n.annotations] | some n in targeted} == {[name, a] | some name in ["eu", "pci2"]; some n in unkeyed; n.name == "pci2"; a := n.annotations}
+}
+
+test_a_key_per_object_decides_each_alone if {
+	ns := remediation.notifications with data.kubernetes.replicasets as replicasets
+		with data.kubernetes.clusters as clusters
+		with remediation.decision_key as own_key
+	ns == unkeyed
+}

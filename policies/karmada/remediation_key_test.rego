@@ -1,0 +1,201 @@
+package io.k8s.federation.karmada.remediation_key_test
+
+import data.io.k8s.federation.remediation
+
+eu_key := "policy.federation.alpha.kubernetes.io/eu-jurisdiction-required"
+
+pci_key := "policy.federation.alpha.kubernetes.io/pci-compliance-level"
+
+cluster(name, region, level) := {
+	"apiVersion": "cluster.karmada.io/v1alpha1",
+	"kind": "Cluster",
+	"metadata": {"name": name, "labels": {"pci-compliance-level": level}},
+	"spec": {"region": region},
+}
+
+clusters := {
+	"eu-1": cluster("eu-1", "eu-west-1", "3"),
+	"eu-2": cluster("eu-2", "europe-west4", "1"),
+	"us-1": cluster("us-1", "us-east-1", "3"),
+}
+
+template(kind, ns, name, annotations) := {
+	"apiVersion": "apps/v1", "kind": kind,
+	"metadata": object.union({"name": name, "annotations": annotations}, {"namespace": ns | ns != ""}),
+}
+
+# Templates of every shape the key must tell apart: alike requirements under
+# different names, malformed ones, none, "false", a leading zero, cluster-scoped.
+deployments := {
+	"a": {
+		"eu1": template("Deployment", "a", "eu1", {eu_key: "true"}),
+		"eu2": template("Deployment", "a", "eu2", {eu_key: "true"}),
+		"pci3": template("Deployment", "a", "pci3", {pci_key: "3"}),
+		"pci03": template("Deployment", "a", "pci03", {pci_key: "03"}),
+		"strict": template("Deployment", "a", "strict", {eu_key: "true", pci_key: "3"}),
+		"nowhere": template("Deployment", "a", "nowhere", {eu_key: "true", pci_key: "9"}),
+		"nowhere2": template("Deployment", "a", "nowhere2", {eu_key: "true", pci_key: "9"}),
+		"free": template("Deployment", "a", "free", {}),
+		"free2": template("Deployment", "a", "free2", {}),
+		"nofalse": template("Deployment", "a", "nofalse", {eu_key: "false"}),
+		"broken": template("Deployment", "a", "broken", {pci_key: "high"}),
+		"broken2": template("Deployment", "a", "broken2", {eu_key: "yes"}),
+		"wrongkind": template("StatefulSet", "a", "wrongkind", {eu_key: "true"}),
+	},
+	"b": {"eu1": template("Deployment", "b", "eu1", {eu_key: "true"})},
+}
+
+namespaces := {"eu": template("Namespace", "", "eu", {eu_key: "true"})}
+
+binding(ns, name, placement, annotations) := {
+	"apiVersion": "work.karmada.io/v1alpha2",
+	"kind": "ResourceBinding",
+	"metadata": {"name": concat("-", [name, "deployment"]), "namespace": ns, "annotations": annotations},
+	"spec": {
+		"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": ns, "name": name},
+		"placement": placement,
+	},
+}
+
+affinity(exclude) := {"clusterAffinity": {"exclude": exclude}}
+
+narrowed := {"fedplace.io/excluded-clusters": `["us-1"]`, "fedplace.io/placement": "old"}
+
+resourcebindings := {
+	"a": {
+		"eu1-deployment": binding("a", "eu1", affinity([]), {}),
+		"eu2-deployment": binding("a", "eu2", affinity([]), {}),
+		"eu2b-deployment": json.patch(binding("a", "eu2", affinity(["x"]), {}), [{"op": "replace", "path": "/metadata/name", "value": "eu2b-deployment"}]),
+		"eu1n-deployment": json.patch(binding("a", "eu1", affinity([]), narrowed), [{"op": "replace", "path": "/metadata/name", "value": "eu1n-deployment"}]),
+		"pci3-deployment": binding("a", "pci3", affinity([]), {}),
+		"pci03-deployment": binding("a", "pci03", affinity([]), {}),
+		"strict-deployment": binding("a", "strict", affinity([]), {}),
+		"nowhere-deployment": binding("a", "nowhere", affinity([]), {}),
+		"nowhere2-deployment": binding("a", "nowhere2", affinity([]), {}),
+		"free-deployment": binding("a", "free", affinity([]), {}),
+		"free2-deployment": binding("a", "free2", affinity([]), {}),
+		"nofalse-deployment": binding("a", "nofalse", affinity([]), {}),
+		"broken-deployment": binding("a", "broken", affinity([]), {}),
+		"broken2-deployment": binding("a", "broken2", affinity([]), {}),
+		"gone-deployment": binding("a", "gone", affinity([]), {}),
+		"wrongkind-deployment": binding("a", "wrongkind", affinity([]), {}),
+		# The binding carries placement annotations of its own: other rules read those.
+		"own-deployment": binding("a", "eu1", affinity([]), {eu_key: "false", pci_key: "x"}),
+		# Karmada's scheduler kept a cluster now excluded (stuck: the report names the binding).
+		"stuck-deployment": json.patch(binding("a", "eu1", affinity(["us-1"]), narrowed), [
+			{"op": "replace", "path": "/metadata/name", "value": "stuck-deployment"},
+			{"op": "add", "path": "/spec/clusters", "value": [{"name": "us-1", "replicas": 2}]},
+			{"op": "add", "path": "/status", "value": {"conditions": [{"type": "Scheduled", "status": "False", "reason": "Unschedulable", "message": "no room"}]}},
+		]),
+		# Its dependencies' requirements add to its exclusions (karmada_deps.rego).
+		"deps-deployment": json.patch(binding("a", "eu1", affinity([]), {}), [
+			{"op": "replace", "path": "/metadata/name", "value": "deps-deployment"},
+			{"op": "add", "path": "/spec/propagateDeps", "value": true},
+		]),
+	},
+	"b": {"eu1-deployment": binding("b", "eu1", affinity([]), {})},
+}
+
+clusterresourcebindings := {"eu-namespace": {
+	"apiVersion": "work.karmada.io/v1alpha2",
+	"kind": "ClusterResourceBinding",
+	"metadata": {"name": "eu-namespace"},
+	"spec": {"resource": {"apiVersion": "v1", "kind": "Namespace", "name": "eu"}, "placement": {}},
+}}
+
+settings := {"karmada_templates": {"Deployment": "deployments", "Namespace": "namespaces"}}
+
+everything := {"resources": [
+	{"plural": "resourcebindings", "namespaced": true},
+	{"plural": "clusterresourcebindings", "namespaced": false},
+]}
+
+shared := x if {
+	x := remediation.notifications with input as everything
+		with data.kubernetes.resourcebindings as resourcebindings
+		with data.kubernetes.clusterresourcebindings as clusterresourcebindings
+		with data.kubernetes.deployments as deployments
+		with data.kubernetes.namespaces as namespaces
+		with data.kubernetes.clusters as clusters
+		with data.io.k8s.federation.placement.settings as settings
+}
+
+# Every object decided alone: what the notifications were before keys existed.
+alone := x if {
+	x := remediation.notifications with input as everything
+		with data.kubernetes.resourcebindings as resourcebindings
+		with data.kubernetes.clusterresourcebindings as clusterresourcebindings
+		with data.kubernetes.deployments as deployments
+		with data.kubernetes.namespaces as namespaces
+		with data.kubernetes.clusters as clusters
+		with data.io.k8s.federation.placement.settings as settings
+		with remediation.decision_key as null
+}
+
+keys := {ref: key | some [key, ref] in x} if {
+	x := remediation.keyed_refs with input as everything
+		with data.kubernetes.resourcebindings as resourcebindings
+		with data.kubernetes.clusterresourcebindings as clusterresourcebindings
+		with data.kubernetes.deployments as deployments
+		with data.kubernetes.namespaces as namespaces
+		with data.kubernetes.clusters as clusters
+		with data.io.k8s.federation.placement.settings as settings
+}
+
+test_shared_decisions_equal_separate_ones if {
+	count(alone) == 21
+	some n in shared
+	n.name == "stuck-deployment"
+	n.stuck.reason == "PlacementStuck"
+	shared == alone
+}
+
+test_shared_decisions_equal_separate_ones_targeted if {
+	objects := {"objects": [
+		{"resource": "resourcebindings", "namespace": "a", "name": "eu2-deployment"},
+		{"resource": "resourcebindings", "namespace": "b", "name": "eu1-deployment"},
+		{"resource": "resourcebindings", "namespace": "a", "name": "nowhere2-deployment"},
+		{"resource": "clusterresourcebindings", "name": "eu-namespace"},
+	]}
+	targeted := object.union(everything, objects)
+	one := remediation.notifications with input as targeted
+		with data.kubernetes.resourcebindings as resourcebindings
+		with data.kubernetes.clusterresourcebindings as clusterresourcebindings
+		with data.kubernetes.deployments as deployments
+		with data.kubernetes.namespaces as namespaces
+		with data.kubernetes.clusters as clusters
+		with data.io.k8s.federation.placement.settings as settings
+	count(one) == 4
+	one == {n | some n in alone; [n.namespace, n.name] in {["a", "eu2-deployment"], ["b", "eu1-deployment"], ["a", "nowhere2-deployment"], ["", "eu-namespace"]}}
+}
+
+key(ns, name) := keys[["resourcebindings", ns, name]]
+
+test_alike_bindings_share_a_key if {
+	key("a", "eu1-deployment") == key("a", "eu2-deployment")
+	key("a", "eu1-deployment") == key("b", "eu1-deployment")
+	key("a", "nowhere-deployment") == key("a", "nowhere2-deployment")
+}
+
+test_what_the_decision_may_read_tells_keys_apart if {
+	key("a", "eu1-deployment") != key("a", "eu1n-deployment") # its annotations
+	key("a", "eu1-deployment") != key("a", "eu2b-deployment") # its placement
+	key("a", "eu1-deployment") != key("a", "own-deployment")
+	key("a", "pci3-deployment") != key("a", "pci03-deployment") # the requirement as written
+	key("a", "eu1-deployment") != key("a", "strict-deployment")
+	keys[["clusterresourcebindings", "", "eu-namespace"]] != null
+}
+
+# A binding that may be stuck (its Scheduled condition False) or that propagates its
+# dependencies is decided alone.
+test_stuck_and_dependency_propagating_bindings_have_no_key if {
+	key("a", "stuck-deployment") == null
+	key("a", "deps-deployment") == null
+}
+
+# The why names the template (or nothing is known of it): decided alone.
+test_bindings_whose_why_names_the_template_have_no_key if {
+	every name in ["free", "free2", "nofalse", "broken", "broken2", "gone", "wrongkind"] {
+		key("a", concat("-", [name, "deployment"])) == null
+	}
+}
