@@ -18,7 +18,9 @@
 * denials (workloads whose decision now denies) and the last remediations,
   with times, placements and cluster selectors in words.
 
-No external assets (styles and the tiny script are inline; works offline).
+Rendered from the Jinja2 templates in ``templates/`` (package data), auto-escaped:
+this module prepares plain values, the templates write the markup. No external
+assets (styles and the tiny script are inline; works offline).
 With ``refresh`` the page fetches itself every ``refresh`` seconds and swaps
 its content in place (scroll kept); without JavaScript a meta refresh does it.
 When loaded, it records how long it took to lay out in
