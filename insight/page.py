@@ -419,13 +419,6 @@ def _authorized(request: web.Request, tokens: TokenSource) -> bool:
     return hmac.compare_digest(given.encode(), expected.encode())
 
 
-UNAUTHORIZED = ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>fedplace placement: "
-                "token needed</title></head><body><h1>The placement page needs a token</h1><p>Give the token of "
-                "opa-kube-sync's <code>--placement-page-token-file</code> as the password (any user name), or send "
-                "<code>Authorization: Bearer &lt;token&gt;</code> "
-                "(<code>curl -H \"Authorization: Bearer $(cat token)\" …/placement.json</code>).</p></body></html>")
-
-
 def add_routes(app: web.Application, view: Callable[[], Mapping[str, Any]], refresh: float | None = 10.0,
                token_file: str | None = None) -> None:
     """``GET /placement`` (the page) and ``GET /placement.json`` (the view) on ``app``. With
@@ -433,6 +426,7 @@ def add_routes(app: web.Application, view: Callable[[], Mapping[str, Any]], refr
     (:func:`_authorized`): a browser then asks for it; the app's other routes (``/healthz``,
     ``/readyz``, ``/metrics``) stay open."""
     tokens = TokenSource(token_file=token_file) if token_file else None
+    unauthorized = _environment().get_template("unauthorized.html.j2").render()
     if tokens is not None and not tokens.get():
         log.warning("the placement page's token file is empty or unreadable: the page answers 401 until it has "
                     "a token", extra={"token_file": token_file})
@@ -440,7 +434,7 @@ def add_routes(app: web.Application, view: Callable[[], Mapping[str, Any]], refr
     def refused(request: web.Request) -> web.Response | None:
         if tokens is None or _authorized(request, tokens):
             return None
-        return web.Response(status=401, text=UNAUTHORIZED, content_type="text/html", charset="utf-8",
+        return web.Response(status=401, text=unauthorized, content_type="text/html", charset="utf-8",
                             headers={"WWW-Authenticate": 'Basic realm="fedplace placement page", charset="UTF-8"',
                                      "Cache-Control": "no-store"})
 
