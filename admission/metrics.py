@@ -8,7 +8,7 @@ from fedplace.admission.decision import RATCHET_DELETING, RATCHET_PREEXISTING
 
 __all__ = ["BAD_HTTP", "CERT_EXPIRY", "DECISION_SECONDS", "FAIL_CLOSED", "FAIL_OPEN", "OPA_ATTEMPTS", "OPA_RESULTS",
            "OPA_SECONDS", "OPA_SECONDS_BY_RESULT", "OPA_RETRIES", "OUTCOMES", "REQUESTS", "REQUESTS_BY_OUTCOME",
-           "UPDATE_ERRORS_NOT_ENFORCED"]
+           "TLS_RELOADS", "UPDATE_ERRORS_NOT_ENFORCED"]
 
 OUTCOMES = ("allowed", "patched", "denied", "fail_open", "fail_closed", "error", "aborted")
 OPA_RESULTS = ("ok", "undefined", "unavailable", "malformed", "request")
@@ -64,6 +64,9 @@ FAIL_CLOSED = Counter(
 )
 for _c in ("unavailable", "malformed", "request", "undefined", "invalid_decision", "loading"):
     FAIL_CLOSED.labels(_c)
+
+TLS_RELOADS = Counter("fedplace_admission_tls_reloads_total",
+                      "Times the serving certificate, key or client CA was reloaded after its files changed.")
 
 # The notAfter of the serving certificate in use (admission/tls.py; 0 when serving plain HTTP).
 # With --workers, the processes share a multiprocess directory: the highest of their values (they

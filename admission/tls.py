@@ -117,7 +117,6 @@ class ReloadingTLS:
         self.client_ca_file = client_ca_file
         self.reload_interval = reload_interval
         self.min_check_interval = min(min_check_interval, reload_interval)
-        self.reloads = 0
         self.not_after: float | None = None  # the served certificate's expiry (Unix seconds)
         self._stamp = _stamp(cert_file, key_file, client_ca_file)
         self.context = self._build()  # errors here are fatal at startup
@@ -150,7 +149,7 @@ class ReloadingTLS:
             return False
         self.current = fresh
         self._stamp = stamp
-        self.reloads += 1
+        metrics.TLS_RELOADS.inc()
         log.info("TLS files reloaded", extra={"cert_file": self.cert_file, "client_ca_file": self.client_ca_file})
         return True
 

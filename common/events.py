@@ -8,10 +8,14 @@ event and returns. A background task (:meth:`EventRecorder.run`) sends them:
 * a repeat bumps ``count`` and ``lastTimestamp`` of that Event with a merge
   patch;
 * each object gets a token bucket (``burst`` events, then one per
-  ``refill_seconds``); occurrences over it are dropped and counted in
-  ``dropped``;
+  ``refill_seconds``); occurrences over it are dropped;
 * if the API refuses or is unreachable, the event is dropped (logged): Events
   are best effort and must never hold up the work that produced them.
+
+Dropped events are counted in ``fedplace_events_dropped_total{reason}``
+(:data:`DROPPED`): ``rate_limited`` (the object's bucket was empty),
+``queue_full`` (``queue_size`` events waiting already), ``failed`` (the API
+refused it or did not answer).
 
 Events go to the involved object's namespace; a cluster-scoped object's to
 ``default`` (the API server refuses an Event whose namespace differs from
@@ -29,14 +33,21 @@ from datetime import datetime, timezone
 from typing import Any
 
 from kubernetes_asyncio import client
+from prometheus_client import Counter
 
 from fedplace.common.kube_client import KubeApiError, kube_json
 
-__all__ = ["EventRecorder", "InvolvedObject", "event_body", "involved_object"]
+__all__ = ["DROPPED", "EventRecorder", "InvolvedObject", "event_body", "involved_object"]
 
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE = 1024
+
+DROPPED = Counter("fedplace_events_dropped_total", "Kubernetes Events not recorded, by reason: rate_limited (too "
+                  "many about one object), queue_full (too many waiting), failed (the API refused or did not answer)",
+                  ["reason"])
+for _reason in ("rate_limited", "queue_full", "failed"):  # exported at 0 from the start
+    DROPPED.labels(_reason)
 
 
 @dataclass(frozen=True)
@@ -119,8 +130,6 @@ class EventRecorder:
     burst: int = 10
     refill_seconds: float = 10.0
     queue_size: int = 1000
-    sent: int = 0
-    dropped: int = 0
     _queue: asyncio.Queue[tuple[InvolvedObject, str, str, str]] = field(init=False)
     _buckets: dict[tuple[str, str, str], _Bucket] = field(default_factory=dict, init=False)
     _aggregates: dict[tuple[Any, ...], _Aggregate] = field(default_factory=dict, init=False)
@@ -131,12 +140,12 @@ class EventRecorder:
     def record(self, obj: InvolvedObject, event_type: str, reason: str, message: str) -> None:
         """Queue an Event about ``obj``; returns at once, never raises."""
         if not self._allow(obj):
-            self.dropped += 1
+            DROPPED.labels("rate_limited").inc()
             return
         try:
             self._queue.put_nowait((obj, event_type, reason, message[:MAX_MESSAGE]))
         except asyncio.QueueFull:
-            self.dropped += 1
+            DROPPED.labels("queue_full").inc()
 
     def _allow(self, obj: InvolvedObject) -> bool:
         key = (obj.kind, obj.namespace, obj.name)
@@ -162,6 +171,7 @@ class EventRecorder:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - best effort
+                DROPPED.labels("failed").inc()
                 log.warning("event not recorded", extra={"reason": item[2], "error": str(exc)})
             finally:
                 self._queue.task_done()
@@ -181,7 +191,6 @@ class EventRecorder:
                 await kube_json(self.api, "PATCH", f"/api/v1/namespaces/{namespace}/events/{agg.name}",
                                 body=body, content_type="application/merge-patch+json")
                 agg.count += 1
-                self.sent += 1
                 return
             except KubeApiError as exc:
                 if exc.status != 404:
@@ -190,7 +199,6 @@ class EventRecorder:
         event = event_body(obj, event_type, reason, message, self.component, now=now)
         name = event["metadata"]["name"]
         await kube_json(self.api, "POST", f"/api/v1/namespaces/{namespace}/events", body=event)
-        self.sent += 1
         if len(self._aggregates) > 10_000:
             self._aggregates.clear()
         self._aggregates[key] = _Aggregate(name=name, namespace=namespace, count=1)

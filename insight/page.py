@@ -18,7 +18,9 @@
 * denials (workloads whose decision now denies) and the last remediations,
   with times, placements and cluster selectors in words.
 
-No external assets (styles and the tiny script are inline; works offline).
+Rendered from the Jinja2 templates in ``templates/`` (package data), auto-escaped:
+this module prepares plain values, the templates write the markup. No external
+assets (styles and the tiny script are inline; works offline).
 With ``refresh`` the page fetches itself every ``refresh`` seconds and swaps
 its content in place (scroll kept); without JavaScript a meta refresh does it.
 When loaded, it records how long it took to lay out in
@@ -37,14 +39,18 @@ from __future__ import annotations
 import base64
 import binascii
 import calendar
+import functools
 import hmac
-import html
 import json
 import logging
+import re
 import time
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from aiohttp import web
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from jinja2.ext import Extension
+from markupsafe import Markup
 
 from fedplace.common.opa_client import TokenSource
 from fedplace.insight.reasons import ALLOWED, NOT_ALLOWED, PLACED, PLACED_FORBIDDEN, Rule, settings_of
@@ -64,96 +70,74 @@ ROWS_INLINE = 100  # workloads rows in the HTML itself; the others from the JSON
 EAGER_REASON_CELLS = 20000
 BAR_PX = 48  # the tallest workloads-per-cluster bar
 
-STYLE = """
-body{font:13px/1.4 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1d2329;background:#fff}
-header{padding:12px 20px;background:#1d2f46;color:#fff}header h1{font-size:18px;margin:0 0 4px}
-header p{margin:0;opacity:.85}main{padding:8px 20px 40px}h2{font-size:15px;margin:22px 0 8px}
-table{border-collapse:collapse}th,td{border:1px solid #d8dde3;padding:3px 6px;text-align:left;vertical-align:top}
-th{background:#f1f4f7;font-weight:600}.note{color:#7a4b00;background:#fff6e0;padding:6px 10px;margin:6px 0}
-.scroll{overflow:auto;width:max-content;max-width:100%;max-height:80vh;border:1px solid #d8dde3}
-#matrix{table-layout:fixed}#matrix td.c{width:16px;min-width:16px;padding:0;text-align:center;cursor:default}
-#matrix th.c{width:16px;padding:4px 0;writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap;
-font-weight:500;font-size:11px}#matrix th.w{position:sticky;left:0;background:#f1f4f7;z-index:1;min-width:260px}
-#matrix thead th{position:sticky;top:0;z-index:2}#matrix thead th.w{z-index:3}
-#matrix thead th.j{padding:2px;font-size:11px;line-height:14px}
-#matrix th.j div{width:0;min-width:100%;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
-#matrix th.rg{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap;font-size:11px;padding:4px 0;
-font-weight:600;text-align:left;vertical-align:middle}#matrix thead tr.rgs th{top:19px}
-@supports (writing-mode:sideways-lr){#matrix th.c,#matrix th.rg{writing-mode:sideways-lr;transform:none}}
-#matrix th.j.eu,.sw.eu{background:#dce8fb}#matrix th.j.out,.sw.out{background:#ece6f6}
-#matrix th.j.none,.sw.none{background:#eceff1}#matrix col.w{width:280px}#matrix col.c{width:16px}
-#matrix col.start{border-left:2px solid #8896a6}col.odd{background:#f7f9fb}
-#matrix td.y{background:#2f7d32;color:#fff}#matrix td.y.bad,.sw.bad{background:#c62828;color:#fff}
-#matrix td.ok,.sw.ok{color:#2f7d32}#matrix td.any{color:#555;font-style:italic}#matrix td.err{color:#b3261e}
-#matrix td.any div,#matrix td.err div{width:0;min-width:100%}#matrix tfoot th.w{font-weight:500;vertical-align:bottom}
-#matrix td.bar{vertical-align:bottom;height:52px}#matrix td.bar i{display:block;background:#1d5fa8;margin:0 2px}
-.sw{display:inline-block;min-width:16px;height:16px;text-align:center;border:1px solid #d8dde3;margin-right:4px;
-line-height:16px}.sw.y{background:#2f7d32;color:#fff}#legend{margin:4px 0 8px;padding:0;list-style:none;
-columns:2 24em}#legend li{margin:2px 0}#cell-reason{min-height:2.8em;margin:4px 0;padding:4px 8px;
-background:#f1f4f7;border-left:3px solid #1d5fa8;max-width:1100px}
-#policies.failing{border:2px solid #b3261e;background:#fdf1f0;padding:6px 12px;margin:10px 0}
-#policies.failing h2{color:#b3261e;margin-top:6px}#policies li{margin:3px 0}
-#workloads-filter,#bindings-filter{width:28em;max-width:90vw}
-#matrix tr.denied th.w{background:#fde2e1}.denied-tag{color:#b3261e;font-weight:600}
-code{font:12px ui-monospace,Menlo,Consolas,monospace}.muted{color:#69737d}
-details summary{cursor:pointer;color:#1d5fa8}
-section.long{content-visibility:auto;contain-intrinsic-size:auto 1200px}
-#workloads,#clusters{table-layout:fixed}
-#bindings tr.stranded td{background:#fde2e1}header .denied-tag{color:#ffb4ab}
-"""
-
-# Inline, no dependencies: (1) record the layout time; (2) the long tables (workloads, and
-# Karmada's bindings): the first rows are in the HTML, the rest come from the JSON beside each,
-# 500 at a time as the reader scrolls to its end, or filtered by its search box; a row whose last
-# cell (the status) is not "ok" has that cell marked, and a bindings row excluding every cluster
-# is marked whole; (3) with a refresh interval, fetch the page again and swap <header> and
-# <main>, keeping each filter and how many rows were shown.
-SCRIPT = """(function(){var every=%s,state={};
-function table(id,marks){var data=document.getElementById(id+"-data"),body=document.querySelector("#"+id+" tbody");
-if(!data||!body)return;var st=state[id]||(state[id]={q:"",shown:0}),all=JSON.parse(data.textContent),list=all,
-shown=body.rows.length,box=document.getElementById(id+"-filter"),count=document.getElementById(id+"-count"),
-more=document.getElementById(id+"-more");
-function row(r){var tr=document.createElement("tr"),last=r[r.length-1];if(marks[last])tr.className=marks[last];
-for(var i=0;i<r.length;i++){var td=document.createElement("td");td.textContent=r[i];
-if(i==r.length-1&&r[i]!="ok")td.className="denied-tag";tr.appendChild(td)}return tr}
-function add(n){var f=document.createDocumentFragment(),end=Math.min(list.length,shown+n);
-for(;shown<end;shown++)f.appendChild(row(list[shown]));body.appendChild(f);st.shown=shown;
-count.textContent="showing "+shown+" of "+list.length}
-function filter(){var q=box.value.toLowerCase();st.q=box.value;list=q?all.filter(function(r){
-return r.join(" ").toLowerCase().indexOf(q)>=0}):all;body.textContent="";shown=0;add(500)}
-box.addEventListener("input",filter);if(st.q){box.value=st.q;filter()}
-else if(st.shown>shown){add(st.shown-shown)}
-if(more.getBoundingClientRect().top<innerHeight)add(500);
-new IntersectionObserver(function(e){if(e[0].isIntersecting)add(500)}).observe(more)}
-function reasons(){var m=document.getElementById("matrix"),d=document.getElementById("matrix-reasons"),
-panel=document.getElementById("cell-reason");if(!m||!d)return;var R=JSON.parse(d.textContent),
-heads=m.querySelectorAll("thead tr.names th.c");
-function why(td){if(td.title)return td.title;var tr=td.parentNode,r=tr.getAttribute("data-row");
-if(r===null||!td.classList.contains("c"))return"";var p=R.rows[+r],c=td.cellIndex-1,h=heads[c];
-if(p<0||!h)return"";return h.getAttribute("data-cluster")+" ("+(h.getAttribute("data-region")||"no region")+"): "+
-R.texts[R.patterns[p][c]]}
-var t0=m.tHead.getBoundingClientRect().top,hr=m.tHead.rows,tops=[];for(var k=0;k<hr.length;k++)
-tops.push(Math.max(0,Math.floor(hr[k].getBoundingClientRect().top-t0)-1));for(k=0;k<hr.length;k++){var ths=hr[k].cells;
-for(var j=0;j<ths.length;j++)if(ths[j].rowSpan<2)ths[j].style.top=tops[k]+"px"}
-function show(e){var td=e.target.closest?e.target.closest("td"):null;if(!td||!m.contains(td))return;var t=why(td);
-if(!t)return;td.title=t;var l=td.parentNode.getAttribute("data-label");panel.textContent=(l?l+" — ":"")+t}
-m.addEventListener("mouseover",show);m.addEventListener("focusin",show);
-if(+m.getAttribute("data-cells")<=%d){var cells=m.querySelectorAll("tbody td.c");
-for(var i=0;i<cells.length;i++)if(!cells[i].title)cells[i].title=why(cells[i])}}
-function tables(){table("workloads",{});table("bindings",{"%s":"stranded"})}
-addEventListener("load",function(){tables();void document.body.offsetHeight;
-document.documentElement.setAttribute("data-rendered-ms",String(Math.round(performance.now())));reasons()});
-if(!every)return;setInterval(function(){fetch(location.href,{cache:"no-store"}).then(function(r){
-return r.ok?r.text():null}).then(function(t){if(!t)return;var d=new DOMParser().parseFromString(t,"text/html"),
-m=d.querySelector("main"),h=d.querySelector("header");if(m){document.querySelector("main").replaceWith(m);tables();
-reasons()}
-if(h){document.querySelector("header").replaceWith(h)}}).catch(function(){})},every*1000)})();"""
-
 STRANDED = "every cluster excluded"  # a binding's status when the policy excludes every cluster
+JURISDICTION_CLASS = {"EU": "eu", "outside the EU": "out", "no region": "none"}
+# A matrix cell's look per state (reasons.Rule.cell): a class after "c", and its mark.
+CELL_CLASS = {PLACED: " y", PLACED_FORBIDDEN: " y bad", ALLOWED: " ok", NOT_ALLOWED: ""}
+CELL_MARK = {PLACED: "●", PLACED_FORBIDDEN: "●", ALLOWED: "○", NOT_ALLOWED: ""}
 
 
-def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+class _Compact(Extension):
+    """The page's HTML templates (``*.html.j2``) are written indented over many lines; their
+    output is not: a line break and the indentation after it are dropped (a space that matters
+    is written out, e.g. ``{{ " " }}``). The inline style and script are left as they are."""
+
+    def preprocess(self, source: str, name: str | None, filename: str | None = None) -> str:
+        return re.sub(r"\n[ \t]*", "", source) if name and name.endswith(".html.j2") else source
+
+
+def _script_json(value: Any) -> Markup:
+    """``value`` as JSON to sit inside ``<script type="application/json">`` (not parsed as HTML
+    there, so not entity-escaped): ``</`` and ``<!--`` written so as not to end the element."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return Markup(text.replace("</", "<\\/").replace("<!--", "<\\u0021--"))
+
+
+def _each_markup(keys: Sequence[Any], table: Mapping[Any, Markup]) -> Markup:
+    """The markup ``table`` has (made by a template, so escaped) for each of ``keys``, in a row:
+    a matrix row's cells at the cost of a dict look-up each."""
+    return Markup("".join([table[k] for k in keys]))
+
+
+def _seconds_since(stamp: str | None, now: float) -> int | None:
+    """Whole seconds from ``stamp`` (``YYYY-MM-DDTHH:MM:SSZ``) to ``now``, at least 0; None when
+    ``stamp`` is empty or not in that form."""
+    if not stamp:
+        return None
+    try:
+        return max(0, int(now - calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))))
+    except ValueError:
+        return None
+
+
+def _static(env: Environment, name: str) -> Markup:
+    """The text of ``name`` (a file beside the templates) as it is: not a template (the style
+    sheet's ``{#id`` would open a template comment)."""
+    assert env.loader is not None
+    return Markup(env.loader.get_source(env, name)[0].rstrip("\n"))
+
+
+@functools.cache
+def _environment() -> Environment:
+    """The page's templates (package data: templates/), auto-escaping."""
+    env = Environment(loader=PackageLoader("fedplace.insight", "templates"), autoescape=True,
+                      extensions=[_Compact], undefined=StrictUndefined, keep_trailing_newline=False)
+    env.filters.update(
+        plural=lambda n: "s" if n != 1 else "",
+        placement=_placement,
+        workload=_workload,
+        labels_text=_labels_text,
+        changes_text=lambda changes: "; ".join(f"{k} → {'(removed)' if v is None else v}"
+                                               for k, v in (changes or {}).items()),
+        error_position=lambda e: ", ".join(f"{k} {e[k]}" for k in ("row", "col") if e.get(k) is not None),
+        script_json=_script_json,
+        each_markup=_each_markup)
+    env.globals.update(static=functools.partial(_static, env),
+                       seconds_since=_seconds_since, max_groups=MAX_GROUPS, names_shown=NAMES_SHOWN,
+                       eager_reason_cells=EAGER_REASON_CELLS, stranded=STRANDED,
+                       jurisdiction_class=JURISDICTION_CLASS, cell_class=CELL_CLASS, cell_mark=CELL_MARK)
+    return env
+
 
 
 def _workload(w: Mapping[str, Any]) -> str:
@@ -164,14 +148,8 @@ def _constraints(c: Mapping[str, str]) -> str:
     return ", ".join(f"{k}={v}" for k, v in c.items()) if c else "no constraints"
 
 
-def _ago(stamp: str | None, now: float) -> str:
-    if not stamp:
-        return ""
-    try:
-        seconds = now - calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))
-    except ValueError:
-        return _e(stamp)
-    return f'<time datetime="{_e(stamp)}">{_e(stamp)}</time> <span class="muted">({max(0, int(seconds))} s ago)</span>'
+def _labels_text(labels: Mapping[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in labels.items())
 
 
 def _placement(names: Sequence[str] | None) -> str:
@@ -184,32 +162,9 @@ def _placement(names: Sequence[str] | None) -> str:
     return f"{len(names)}: {', '.join(names[:PLACEMENT_SHOWN])}{more}"
 
 
-def _clusters_text(names: Sequence[str] | None) -> str:
-    text = _e(_placement(names))
-    return f'<span class="muted">{text}</span>' if not names else text
-
-
-def _lazy_table(out: list[str], table_id: str, title: str, head: Sequence[str], rows: Sequence[Sequence[str]],
-                placeholder: str, row_class: Callable[[Sequence[str]], str] = lambda r: "",
-                extra_title: str = "") -> None:
-    """A long table: the first rows in HTML, every row as JSON for the script (SCRIPT). The last
-    cell is the status: anything but "ok" is marked."""
-    shown = min(len(rows), ROWS_INLINE)
-    out.append(f'<h2 id="{table_id}-title">{_e(title)} <span class="muted">({len(rows)})</span>{extra_title}</h2>'
-               f'<p><input id="{table_id}-filter" type="search" aria-label="filter the {_e(table_id)}" '
-               f'placeholder="{_e(placeholder)}"> '
-               f'<span id="{table_id}-count" class="muted">showing {shown} of {len(rows)}</span></p>'
-               f'<table id="{table_id}"><thead><tr>' + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>")
-    for r in rows[:shown]:
-        cells = [f"<td>{_e(c)}</td>" for c in r[:-1]]
-        status = f'<td class="denied-tag">{_e(r[-1])}</td>' if r[-1] != "ok" else "<td>ok</td>"
-        cls = row_class(r)
-        out.append(f'<tr class="{cls}">' if cls else "<tr>")
-        out.append("".join(cells) + status + "</tr>")
-    data = json.dumps(rows, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/").replace("<!--", "<\\u0021--")
-    out.append(f'</tbody></table><p id="{table_id}-more" class="muted">'
-               + ("" if shown == len(rows) else "more rows as you scroll (JavaScript)")
-               + f'</p><script type="application/json" id="{table_id}-data">{data}</script>')
+def _lazy(rows: list[list[str]]) -> dict[str, Any]:
+    """A long table's rows (each a list of texts, the status last) and how many are in the HTML."""
+    return {"rows": rows, "shown": min(len(rows), ROWS_INLINE)}
 
 
 def _placement_of(w: Mapping[str, Any]) -> str:
@@ -223,30 +178,10 @@ def _placement_of(w: Mapping[str, Any]) -> str:
     return _placement(w["placement"])
 
 
-def _resource_kind(r: Mapping[str, Any]) -> str:
-    return str(r.get("resource") or "")
-
-
-def _remediation_text(r: Mapping[str, Any]) -> str:
-    """A remediation's change, in words: the clusters before → after (replica-set-preferences),
-    the cluster selector before → after, or the annotations it set."""
-    parts = []
-    if r.get("after") is not None or r.get("before") is not None:
-        parts.append(f'{_clusters_text(r.get("before"))} → {_clusters_text(r.get("after"))}')
-    if r.get("after_text") is not None:
-        parts.append(f'cluster selector: {_e(r.get("before_text"))} → <b>{_e(r["after_text"])}</b>')
-    if parts:
-        return "<br>".join(parts)
-    changes = r.get("changes") or {}
-    return _e("; ".join(f"{k} → {'(removed)' if v is None else v}" for k, v in changes.items()))
-
-
-def _workloads(out: list[str], workloads: Sequence[Mapping[str, Any]]) -> None:
+def _workloads(workloads: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The workloads table."""
-    rows = [[_workload(w), w["kind"], _constraints(w["constraints"]), _placement_of(w), w["source"] or "",
-             "denied: " + "; ".join(w["denied"]) if w["denied"] else "ok"] for w in workloads]
-    _lazy_table(out, "workloads", "Workloads", ("workload", "kind", "constraints", "placement", "set by", "status"),
-                rows, "filter: namespace/name, constraint, cluster…")
+    return _lazy([[_workload(w), w["kind"], _constraints(w["constraints"]), _placement_of(w), w["source"] or "",
+                   "denied: " + "; ".join(w["denied"]) if w["denied"] else "ok"] for w in workloads])
 
 
 def _binding_name(b: Mapping[str, Any]) -> str:
@@ -269,12 +204,12 @@ def _binding_status(b: Mapping[str, Any]) -> str:
     return "ok"
 
 
-def _bindings(out: list[str], view: Mapping[str, Any]) -> None:
-    """Karmada's bindings: template, excluded clusters, why; those excluding every cluster first
-    and marked."""
+def _bindings(view: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Karmada's bindings (None: not replicated): template, excluded clusters, why, status; and
+    how many exclude every cluster (the view lists them first)."""
     bindings = view.get("bindings")
     if bindings is None:
-        return
+        return None
     rows = []
     for b in bindings:
         t = b["template"]
@@ -283,12 +218,7 @@ def _bindings(out: list[str], view: Mapping[str, Any]) -> None:
                      _constraints(b["constraints"]) if b["constraints"] is not None else "—",
                      _excluded_text(b), _placement(b["scheduled"]) if b["scheduled"] else "—",
                      b["why"] or "", _binding_status(b)])
-    stranded = sum(1 for b in bindings if b["every_cluster_excluded"])
-    extra = (f' <span class="denied-tag">{stranded} with every cluster excluded</span>' if stranded else "")
-    _lazy_table(out, "bindings", "Karmada bindings", ("binding", "kind", "template", "template constraints",
-                                                       "excluded clusters", "scheduled on", "why", "status"),
-                rows, "filter: namespace/name, template, cluster…",
-                row_class=lambda r: "stranded" if r[-1] == STRANDED else "", extra_title=extra)
+    return {**_lazy(rows), "stranded": sum(1 for b in bindings if b["every_cluster_excluded"])}
 
 
 def _kinds(members: Sequence[Mapping[str, Any]]) -> str:
@@ -303,10 +233,10 @@ def _any_text(via: str | None) -> str:
     return "any cluster (a kind the policy does not place)"
 
 
-def _column_groups(clusters: Sequence[Mapping[str, Any]], key: Callable[[Mapping[str, Any]], str]
-                   ) -> list[tuple[str, int]]:
+def _column_groups(clusters: Sequence[Mapping[str, Any]], key: Callable[[Mapping[str, Any]], Any]
+                   ) -> list[tuple[Any, int]]:
     """Runs of equal ``key`` over the (ordered) clusters: (value, length)."""
-    runs: list[tuple[str, int]] = []
+    runs: list[tuple[Any, int]] = []
     for c in clusters:
         k = key(c)
         if runs and runs[-1][0] == k:
@@ -316,36 +246,11 @@ def _column_groups(clusters: Sequence[Mapping[str, Any]], key: Callable[[Mapping
     return runs
 
 
-JURISDICTION_CLASS = {"EU": "eu", "outside the EU": "out", "no region": "none"}
-
-
-def _legend(out: list[str], clusters: Sequence[Mapping[str, Any]], anywhere: int) -> None:
-    regions: dict[str, list[str]] = {}
-    for c in clusters:
-        regions.setdefault(c["jurisdiction"], [])
-        if c["region"] and c["region"] not in regions[c["jurisdiction"]]:
-            regions[c["jurisdiction"]].append(c["region"])
-    out.append('<ul id="legend">'
-               '<li><span class="sw y">●</span>runs there, and the policy allows it</li>'
-               '<li><span class="sw bad">●</span>runs there, but the policy does not allow it now (denied now, '
-               'or not re-placed yet)</li>'
-               '<li><span class="sw ok">○</span>the policy allows it, not used (the developer\'s choice, or the '
-               'placement annotation is older than the policy)</li>'
-               '<li><span class="sw"></span>the policy does not allow it (or the developer excluded it)</li>'
-               '<li><i>any cluster</i>: no placement constraints and no placement annotation'
-               + (f' ({anywhere} workload{"s" if anywhere != 1 else ""})' if anywhere else "") + '</li>')
-    for j in JURISDICTIONS:
-        if j in regions:
-            names = ", ".join(_e(r) for r in regions[j]) or "—"
-            what = {"EU": "EU jurisdiction (the region as the policy reads it)",
-                    "outside the EU": "outside the EU", "no region": "clusters without a region"}[j]
-            out.append(f'<li><span class="sw {JURISDICTION_CLASS[j]}">&nbsp;</span>{what}'
-                       f'{": " + names if j != "no region" else ""}</li>')
-    out.append("<li>columns: jurisdiction, then region (alternately shaded), then cluster; the bar under each "
-               "column counts the workloads placed there. Hover over a cell for its reason.</li></ul>")
-
-
-def _matrix(view: Mapping[str, Any], out: list[str]) -> None:
+def _matrix(view: Mapping[str, Any]) -> dict[str, Any]:
+    """The placement matrix's content (templates/matrix.html.j2): workloads grouped by placement,
+    constraints, denial, rule and selector, largest groups first (at most MAX_GROUPS); per row
+    each cluster's cell state, its reason kept once in ``reasons`` (texts, the rows' patterns of
+    text indexes, each row's pattern; -1 for a row without cells)."""
     clusters = view["clusters"]
     settings = settings_of(view.get("settings"))
     for c in clusters:  # a view from an older sync
@@ -371,193 +276,67 @@ def _matrix(view: Mapping[str, Any], out: list[str]) -> None:
         for n in placement:
             if n in index:
                 counts[index[n]] += len(members)
-    out.append(f'<h2 id="placement">Placement matrix <span class="muted">({len(view["workloads"])} workloads in '
-               f'{len(groups)} groups × {len(clusters)} clusters)</span></h2>')
-    if len(ordered) > MAX_GROUPS:
-        out.append(f'<p class="note">Showing the {MAX_GROUPS} largest of {len(ordered)} groups; the workloads '
-                   'table below lists every workload.</p>')
-    _legend(out, clusters, anywhere)
-    out.append('<p id="cell-reason" aria-live="polite">Hover over a cell: why the workloads of its row may or '
-               'may not run on its cluster.</p>')
-    shown = ordered[:MAX_GROUPS]
-    cells = len(shown) * len(clusters)
-    out.append(f'<div class="scroll"><table id="matrix" data-cells="{cells}"><colgroup><col class="w">')
-    odd = False
-    # one <col> per region run: its first column marked (a border), alternate runs shaded
-    for _, length in _column_groups(clusters, lambda c: f'{c["jurisdiction"]}\0{c["region"]}'):
-        shade = " odd" if odd else ""
-        out.append(f'<col class="c start{shade}">'
-                   + (f'<col span="{length - 1}" class="c{shade}">' if length > 1 else ""))
-        odd = not odd
-    out.append('</colgroup><thead><tr class="jurs"><th class="w" rowspan="3">workloads '
-               '(kind · constraints · how many)</th>')
-    for jur, length in _column_groups(clusters, lambda c: c["jurisdiction"]):
-        out.append(f'<th class="j {JURISDICTION_CLASS.get(jur, "none")}" colspan="{length}" title="{_e(jur)}: '
-                   f'{length} clusters"><div>{_e(jur)}</div></th>')
-    out.append('</tr><tr class="rgs">')
-    for key, length in _column_groups(clusters, lambda c: f'{c["jurisdiction"]}\0{c["region"]}'):
-        region = key.split("\0", 1)[1]
-        out.append(f'<th class="rg" colspan="{length}" title="region {_e(region or "(none)")}: {length} '
-                   f'clusters">{_e(region or "—")}</th>')
-    out.append('</tr><tr class="names">')
+    regions: dict[str, list[str]] = {}
     for c in clusters:
-        labels = ", ".join(f"{k}={v}" for k, v in c["labels"].items())
-        out.append(f'<th class="c" data-cluster="{_e(c["name"])}" data-region="{_e(c["region"])}" '
-                   f'title="{_e(c["name"])}: region {_e(c["region"] or "(none)")} ({_e(c["jurisdiction"])}); '
-                   f'{_e(labels)}">{_e(c["name"])}</th>')
-    out.append("</tr></thead><tbody>")
+        regions.setdefault(c["jurisdiction"], [])
+        if c["region"] and c["region"] not in regions[c["jurisdiction"]]:
+            regions[c["jurisdiction"]].append(c["region"])
     texts: dict[str, int] = {}
     patterns: dict[tuple[int, ...], int] = {}
     row_patterns: list[int] = []
-    marks = {PLACED: '<td class="c y">●</td>', PLACED_FORBIDDEN: '<td class="c y bad">●</td>',
-             ALLOWED: '<td class="c ok">○</td>', NOT_ALLOWED: '<td class="c"></td>'}
-    for row, ((placement, constraint_items, denied, rule, selector_text, selector_error), members) in enumerate(shown):
+    rows = []
+    for (placement, constraint_items, denied, rule, selector_text, selector_error), members in ordered[:MAX_GROUPS]:
         names = [_workload(w) for w in members]
-        first = ", ".join(_e(n) for n in names[:NAMES_SHOWN])
-        rest = ""
-        if len(names) > NAMES_SHOWN:
-            rest = (f' <details><summary>+{len(names) - NAMES_SHOWN} more</summary>'
-                    f'{", ".join(_e(n) for n in names[NAMES_SHOWN:])}</details>')
-        tag = ' <span class="denied-tag">denied now</span>' if denied else ""
-        label = f"{_kinds(members)} · {_constraints(dict(constraint_items))} · {len(names)}"
-        via = rule.via
-        how = f'<br><span class="muted">cluster selector: {_e(selector_text)}</span>' if selector_text else ""
-        out.append(f'<tr{" class=denied" if denied else ""} data-row="{row}" data-workloads="{_e(" ".join(names))}" '
-                   f'data-kinds="{_e(" ".join(sorted({w["kind"] for w in members})))}" data-label="{_e(label)}">'
-                   f'<th class="w">{_e(_kinds(members))} · {_e(_constraints(dict(constraint_items)))} · '
-                   f'<b>{len(names)}</b>{tag}<br>{first}{rest}{how}</th>')
+        constraints = _constraints(dict(constraint_items))
+        row: dict[str, Any] = {
+            "denied": denied, "names": names, "kinds": _kinds(members), "constraints": constraints,
+            "kind_names": sorted({w["kind"] for w in members}), "selector_text": selector_text,
+            "selector_error": selector_error, "label": f"{_kinds(members)} · {constraints} · {len(names)}",
+            "cells": None, "unknown": [], "why": "", "any_text": _any_text(rule.via)}
+        rows.append(row)
         if selector_error:
             row_patterns.append(-1)
-            why = (f"the cluster selector is unreadable ({selector_error}): the policy denies it, and Kubernetes "
-                   "Federation cannot place it")
-            out.append(f'<td class="err" colspan="{max(len(clusters), 1)}" title="{_e(why)}"><div>cluster-selector '
-                       f'unreadable: {_e(selector_error)}</div></td></tr>')
+            row["why"] = (f"the cluster selector is unreadable ({selector_error}): the policy denies it, and "
+                          "Kubernetes Federation cannot place it")
             continue
         if placement is None and not rule.constrained:
             row_patterns.append(-1)
-            why = ("no placement constraint annotations: the policy leaves it alone, and Kubernetes Federation "
-                   "places it on any cluster")
-            out.append(f'<td class="any" colspan="{max(len(clusters), 1)}" title="{_e(why)}"><div>{_e(_any_text(via))}'
-                       '</div></td></tr>')
+            row["why"] = ("no placement constraint annotations: the policy leaves it alone, and Kubernetes "
+                          "Federation places it on any cluster")
             continue
         on = set(placement) if placement is not None else None  # None: no annotation, so every cluster
         pattern = []
-        row_cells = []
+        row["cells"] = []
         for c in clusters:
             state, why = rule.cell(c, on is None or c["name"] in on, denied, settings)
             if on is None:
-                why += f" (no {'cluster-selector' if via == VIA_SELECTOR else 'replica-set-preferences'}: any cluster)"
+                why += (f" (no {'cluster-selector' if rule.via == VIA_SELECTOR else 'replica-set-preferences'}: "
+                        "any cluster)")
             pattern.append(texts.setdefault(why, len(texts)))
-            row_cells.append(marks[state])
+            row["cells"].append(state)
         row_patterns.append(patterns.setdefault(tuple(pattern), len(patterns)))
-        out.append("".join(row_cells))
-        unknown = [n for n in placement or () if n not in index]
-        if unknown:
-            out.append(f'<td class="note">not replicated: {_e(", ".join(unknown))}</td>')
-        out.append("</tr>")
-    out.append("</tbody><tfoot><tr class=\"bars\"><th class=\"w\">workloads per cluster"
-               + (f' <span class="muted">(and {anywhere} on any cluster)</span>' if anywhere else "") + "</th>")
+        row["unknown"] = [n for n in placement or () if n not in index]
     top = max(counts, default=0) or 1
-    for c, n in zip(clusters, counts):
-        out.append(f'<td class="c bar" data-count="{n}" title="{_e(c["name"])}: {n} workload{"s" if n != 1 else ""}">'
-                   f'<i style="height:{round(BAR_PX * n / top)}px"></i></td>')
-    out.append("</tr></tfoot></table></div>")
-    data = {"texts": sorted(texts, key=texts.__getitem__),
-            "patterns": [list(p) for p in sorted(patterns, key=patterns.__getitem__)], "rows": row_patterns}
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    out.append('<script type="application/json" id="matrix-reasons">'
-               + text.replace("</", "<\\/").replace("<!--", "<\\u0021--") + "</script>")
-
-
-def _policies(out: list[str], view: Mapping[str, Any]) -> None:
-    """The policy ConfigMaps' load status: failures first and loud; all well, one quiet line."""
-    policies = view.get("policies")
-    if policies is None:
-        out.append('<p id="policies" class="muted">Policy load status: not known here (opa-kube-sync knows it: '
-                   '<code>fedplace report --sync-url</code>, or the ConfigMaps\' <code>fedplace.io/policy-status'
-                   '</code> annotation).</p>')
-        return
-    failing = [p for p in policies if p["status"] != "ok"]
-    if not failing:
-        out.append(f'<p id="policies" class="muted">Policies: {len(policies)} ConfigMap'
-                   f'{"s" if len(policies) != 1 else ""} loaded, every module ok.</p>')
-        return
-    modules = sum(p["failing_modules"] for p in failing)
-    out.append(f'<section id="policies" class="failing"><h2>Policy load failures <span class="muted">'
-               f'({len(failing)} of {len(policies)} ConfigMaps, {modules} module{"s" if modules != 1 else ""})'
-               '</span></h2><ul>')
-    for p in failing:
-        out.append(f'<li data-configmap="{_e(p["namespace"])}/{_e(p["configmap"])}"><code>{_e(p["namespace"])}/'
-                   f'{_e(p["configmap"])}</code>: {p["failing_modules"]} of {p["modules"]} module'
-                   f'{"s" if p["modules"] != 1 else ""} failing<ul>')
-        for e in p["errors"]:
-            where = ", ".join(f"{k} {e[k]}" for k in ("row", "col") if e.get(k) is not None)
-            out.append(f'<li><code>{_e(e["module"])}</code>{f" ({where})" if where else ""}: '
-                       f'<b>{_e(e["code"])}</b> {_e(e["message"])}</li>')
-        out.append("</ul></li>")
-    out.append("</ul><p class=\"muted\">OPA keeps deciding with the version it had of each failing module (none, "
-               "for a new one). The ConfigMap's <code>fedplace.io/policy-status</code> annotation and its Warning "
-               "Events say the same; <code>fedplace what-if --policy</code> shows a fix's compile errors before "
-               "it is merged.</p></section>")
-
-
-def _table(out: list[str], table_id: str, title: str, head: Iterable[str], rows: Iterable[Iterable[str]],
-           empty: str) -> None:
-    rows = list(rows)
-    out.append(f'<h2 id="{table_id}-title">{_e(title)} <span class="muted">({len(rows)})</span></h2>')
-    if not rows:
-        out.append(f'<p class="muted" id="{table_id}">{_e(empty)}</p>')
-        return
-    out.append(f'<table id="{table_id}"><thead><tr>' + "".join(f"<th>{_e(h)}</th>" for h in head)
-               + "</tr></thead><tbody>")
-    out.extend("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
-    out.append("</tbody></table>")
+    return {
+        "clusters": clusters, "workloads": len(view["workloads"]), "groups": len(ordered), "rows": rows,
+        "anywhere": anywhere, "jurisdictions": [(j, regions[j]) for j in JURISDICTIONS if j in regions],
+        "jurisdiction_runs": _column_groups(clusters, lambda c: c["jurisdiction"]),
+        "region_runs": [(region, n) for (_, region), n in
+                        _column_groups(clusters, lambda c: (c["jurisdiction"], c["region"]))],
+        "bars": [(c["name"], n, round(BAR_PX * n / top)) for c, n in zip(clusters, counts)],
+        "reasons": {"texts": sorted(texts, key=texts.__getitem__),
+                    "patterns": [list(p) for p in sorted(patterns, key=patterns.__getitem__)],
+                    "rows": row_patterns}}
 
 
 def render(view: Mapping[str, Any], refresh: float | None = None, now: float | None = None) -> str:
-    """The page for ``view`` (escaped throughout); ``refresh`` seconds between self-updates, or None."""
-    now = time.time() if now is None else now
-    out: list[str] = []
-    w_all = view["workloads"]
-    bindings = view.get("bindings")
-    stranded = sum(1 for b in bindings or () if b["every_cluster_excluded"])
-    karmada = (f'{len(bindings)} Karmada bindings'
-               + (f' (<span class="denied-tag">{stranded} with every cluster excluded</span>)' if stranded else "")
-               + " · ") if bindings is not None else ""
-    failing = sum(1 for p in view.get("policies") or () if p.get("status") != "ok")
-    policies = (f'<span class="denied-tag">{failing} policy ConfigMap{"s" if failing != 1 else ""} failing to load'
-                '</span> · ') if failing else ""
-    out.append(f'<header><h1>fedplace placement</h1><p>{policies}{len(view["clusters"])} clusters · '
-               f'{len(w_all)} workloads · '
-               f'{karmada}{len(view["denials"])} denied · generated {_e(view["generated"])} from {_e(view["source"])}'
-               f'{f" · refreshes every {refresh:g} s" if refresh else ""}</p></header><main>')
-    _policies(out, view)
-    for note in view.get("notes") or []:
-        out.append(f'<p class="note">{_e(note)}</p>')
-    _matrix(view, out)
-    _table(out, "denials", "Denied now", ("workload", "errors", "since"),
-           ((_e(_workload(d)), "<br>".join(_e(e) for e in d["errors"]), _ago(d.get("time"), now))
-            for d in view["denials"]), "No workload's decision denies.")
-    if view.get("stuck"):
-        _table(out, "stuck", "Stuck placements", ("object", "kept where forbidden", "why", "since"),
-               ((_e(_workload(d)), _e(", ".join(d["targets"])), _e(d["message"]), _ago(d.get("time"), now))
-                for d in view["stuck"]), "")
-    _bindings(out, view)
-    _table(out, "remediations", "Last remediations", ("time", "workload", "placement before → after", "outcome"),
-           ((_ago(r.get("time"), now), _e(_workload(r)) + f' <span class="muted">{_e(_resource_kind(r))}</span>',
-             _remediation_text(r),
-             _e(r.get("outcome", ""))) for r in view["remediations"]), "No remediation recorded.")
-    out.append('<section class="long">')  # laid out when scrolled to (thousands of rows)
-    _table(out, "clusters", "Clusters", ("cluster", "region", "labels"),
-           ((f"<code>{_e(c['name'])}</code>", _e(c["region"]) or '<span class="muted">—</span>',
-             _e(", ".join(f"{k}={v}" for k, v in c["labels"].items()))) for c in view["clusters"]), "No clusters.")
-    _workloads(out, w_all)
-    out.append("</section></main>")
-    refresh_meta = f'<noscript><meta http-equiv="refresh" content="{refresh:g}"></noscript>' if refresh else ""
-    return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>fedplace placement</title>'
-            f'<meta name="viewport" content="width=device-width,initial-scale=1">{refresh_meta}'
-            f"<style>{STYLE}</style></head><body>{''.join(out)}"
-            f"<script>{SCRIPT % (refresh or 0, EAGER_REASON_CELLS, STRANDED)}</script></body></html>")
+    """The page for ``view`` (templates/page.html.j2, auto-escaped); ``refresh`` seconds between
+    self-updates, or None; ``now`` (default: the time) dates the "… s ago" of denials and
+    remediations."""
+    return _environment().get_template("page.html.j2").render(
+        view=view, refresh=refresh, now=time.time() if now is None else now,
+        failing_policies=sum(1 for p in view.get("policies") or () if p.get("status") != "ok"),
+        matrix=_matrix(view), bindings=_bindings(view), workloads=_workloads(view["workloads"]))
 
 
 # -- served by opa-kube-sync ---------------------------------------------------------------
@@ -640,13 +419,6 @@ def _authorized(request: web.Request, tokens: TokenSource) -> bool:
     return hmac.compare_digest(given.encode(), expected.encode())
 
 
-UNAUTHORIZED = ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>fedplace placement: "
-                "token needed</title></head><body><h1>The placement page needs a token</h1><p>Give the token of "
-                "opa-kube-sync's <code>--placement-page-token-file</code> as the password (any user name), or send "
-                "<code>Authorization: Bearer &lt;token&gt;</code> "
-                "(<code>curl -H \"Authorization: Bearer $(cat token)\" …/placement.json</code>).</p></body></html>")
-
-
 def add_routes(app: web.Application, view: Callable[[], Mapping[str, Any]], refresh: float | None = 10.0,
                token_file: str | None = None) -> None:
     """``GET /placement`` (the page) and ``GET /placement.json`` (the view) on ``app``. With
@@ -654,6 +426,7 @@ def add_routes(app: web.Application, view: Callable[[], Mapping[str, Any]], refr
     (:func:`_authorized`): a browser then asks for it; the app's other routes (``/healthz``,
     ``/readyz``, ``/metrics``) stay open."""
     tokens = TokenSource(token_file=token_file) if token_file else None
+    unauthorized = _environment().get_template("unauthorized.html.j2").render()
     if tokens is not None and not tokens.get():
         log.warning("the placement page's token file is empty or unreadable: the page answers 401 until it has "
                     "a token", extra={"token_file": token_file})
@@ -661,7 +434,7 @@ def add_routes(app: web.Application, view: Callable[[], Mapping[str, Any]], refr
     def refused(request: web.Request) -> web.Response | None:
         if tokens is None or _authorized(request, tokens):
             return None
-        return web.Response(status=401, text=UNAUTHORIZED, content_type="text/html", charset="utf-8",
+        return web.Response(status=401, text=unauthorized, content_type="text/html", charset="utf-8",
                             headers={"WWW-Authenticate": 'Basic realm="fedplace placement page", charset="UTF-8"',
                                      "Cache-Control": "no-store"})
 

@@ -188,7 +188,6 @@ class Remediator:
         else:
             LEADER.labels("").set(1)  # the only replica: it always leads
         self.last_result: PassResult | None = None
-        self.passes = 0
         # For the placement page (insight/page.py): the last remediations (newest first) and the
         # objects whose decision the passes found unsatisfiable, with wall-clock times.
         self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY)
@@ -425,7 +424,6 @@ class Remediator:
                 self._guard_tripped(pipeline.would_patch, total)
             PASS_SECONDS.observe(time.monotonic() - start)
             PASSES.labels("guard" if result.guard_tripped else "ok", scope).inc()
-            self.passes += 1
             self.last_result = result
             self.last_pass_time = time.time()
             log.info("remediation pass", extra={"scope": scope,

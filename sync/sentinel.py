@@ -55,7 +55,6 @@ class RestartDetector:
         self.restore = restore
         self.generation = ""
         self.marked = asyncio.Event()
-        self.resyncs = 0
         self._poke = asyncio.Event()
 
     def poke(self) -> None:
@@ -104,7 +103,6 @@ class RestartDetector:
                 await self.restore()
                 if self.record is not None:
                     await self.record.publish(complete=True)
-                self.resyncs += 1
                 RESYNCS.inc()
                 RESTORE_SECONDS.observe(time.monotonic() - start)
                 failures = 0

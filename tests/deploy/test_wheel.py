@@ -96,6 +96,8 @@ def test_the_wheel_holds_fedplace_alone_and_its_commands_start(tmp_path):
     assert packages == {"fedplace", "fedplace/admission", "fedplace/common", "fedplace/insight", "fedplace/nodeadmit",
                         "fedplace/nodeadmit/api", "fedplace/remediator", "fedplace/sync"}
     assert "fedplace/insight/opa-bindings.txt" in names, "what-if's install hint reads the pin"
+    templates = {f"fedplace/insight/templates/{p.name}" for p in (ROOT / "insight" / "templates").iterdir()}
+    assert templates and templates <= set(names), f"the placement page's templates: {sorted(templates - set(names))}"
     # Every folder of the product is in the wheel, module for module.
     for package in packages - {"fedplace"}:
         folder = ROOT / Path(package).relative_to("fedplace")

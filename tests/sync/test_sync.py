@@ -31,7 +31,7 @@ from fedplace.sync.replicate import LAST_APPLIED, layout, strip
 from fedplace.sync.cluster_index import cluster_index
 from fedplace.sync.subject_index import subject_index
 from tests.fixtures.kube import ScratchNamespaces
-from tests.metrics import metric
+from tests.metrics import metric, metric_total
 
 ROOT = Path(__file__).resolve().parents[2]
 CM = Resource("", "v1", "configmaps", True)
@@ -388,13 +388,14 @@ async def test_opa_wiped_is_restored(world, opa, start_sync):
     await put_configmap(api, "b-lib", {"l.rego": "package fedtest.lib\n\ndouble(x) := x * 2\n"})
     await put_configmap(api, "a-user", {"u.rego": "package fedtest.user\n\nimport data.fedtest.lib\n\nfour := lib.double(2)\n"})
     await eventually(lambda: _eq(opa_data(opa, "fedtest", "user", "four"), 4), what="policies loaded")
+    resyncs = metric("fedplace_sync_opa_resyncs_total")
     await opa.wipe()
     start = time.monotonic()
     await assert_in_sync(api, opa, RS, policies=True, timeout=5)
     await eventually(lambda: _eq(opa_data(opa, "fedtest", "user", "four"), 4), 5, "policies restored")
     took = time.monotonic() - start
     print(f"state restored {took:.2f} s after the wipe")
-    assert svc.detector.resyncs >= 1
+    assert metric("fedplace_sync_opa_resyncs_total") - resyncs >= 1
     assert took < 5
     assert (await policy_status(api, "a-user")) == {"status": "ok"}
     assert await generated_root_module(opa) == replicated_root.render("kubernetes")
@@ -774,9 +775,9 @@ async def test_echo_of_own_patches_triggers_no_pass_a_foreign_edit_a_targeted_on
 
     await eventually(owned_in_opa, 15, "the remediator's patches replicated back into OPA")
     assert rem.last_result is not None and rem.last_result.patched == len(names)
-    passes = rem.passes
+    passes = metric_total("fedplace_remediation_passes_total")
     await asyncio.sleep(0.5)  # ten debounce periods: an echo-triggered pass would have run
-    assert rem.passes == passes, "the echo of our own patches started a pass"
+    assert metric_total("fedplace_remediation_passes_total") == passes, "the echo of our own patches started a pass"
 
     await kube_json(api, "PATCH", RS.object_path(names[0], NS), body={"metadata": {"annotations": {"fedplace.io/owner": "me"}}},
                     content_type="application/merge-patch+json")
@@ -819,9 +820,10 @@ async def test_echoes_of_a_pass_reach_opa_during_it_and_start_nothing(world, opa
     await eventually(every_rs_annotated(api, "fedplace.io/owner", "platform"), 20, "every ReplicaSet annotated")
     assert seen_in_opa == [True]
     await assert_in_sync(api, opa, RS)
-    passes, patched = rem.passes, rem.last_result.patched if rem.last_result else None
+    passes = metric_total("fedplace_remediation_passes_total")
+    patched = rem.last_result.patched if rem.last_result else None
     await asyncio.sleep(0.5)
-    assert rem.passes == passes, "the echoes started a pass"
+    assert metric_total("fedplace_remediation_passes_total") == passes, "the echoes started a pass"
     assert rem.last_result is not None and rem.last_result.patched == patched
 
 
@@ -926,13 +928,14 @@ async def test_the_record_is_gone_while_opa_reloads_and_written_after(world, opa
     svc = await start_sync("--policy-namespace", POLICY_NS)
     full = await loaded_record(opa)
     assert full == {"configmaps": {POLICY_NS: ["good"]}, "resources": ["replicasets"]}
+    resyncs = metric("fedplace_sync_opa_resyncs_total")
     await opa.wipe()
     assert await loaded_record(opa) is None
     await eventually(lambda: _eq(loaded_record(opa), full), 5, "the record written again")
     # By then everything is back: the modules and the replicated data.
     assert await opa_data(opa, "fedtest", "good", "x") == 1
     await assert_in_sync(api, opa, RS, policies=True, timeout=1)
-    assert svc.detector.resyncs >= 1
+    assert metric("fedplace_sync_opa_resyncs_total") - resyncs >= 1
 
     # Written under the sentinel only: into an OPA that lost it, the write is refused.
     assert svc.record is not None
