@@ -140,8 +140,10 @@ async def test_a_user_exclusion_equal_to_one_fedplace_added_stays(fleet: Fleet) 
         await fleet.set_pci("eu2", "1")
         b = await eventually(lambda: _excluding(fleet, "web", eu2), 20, "fedplace's exclusion of the downgraded cluster")
 
-        # The user writes the same exclusions into the policy (what fedplace added, exactly).
-        ours = json.loads(b["metadata"]["annotations"][ADDED])["clusterAffinity"]
+        # The user writes the same exclusions into the policy (what fedplace added, exactly: the
+        # record says none of the list's entries is the user's).
+        assert json.loads(b["metadata"]["annotations"][ADDED])["clusterAffinity"]["user"] == 0
+        ours = b["spec"]["placement"]["clusterAffinity"]["exclude"]
         assert eu2 in ours
         await set_placement(k, "web", {"clusterAffinity": {"labelSelector": k.run_selector, "exclude": ours}})
         await k.scheduled("web", lambda b: k.roles(b) == {"eu1": 2})
