@@ -6,7 +6,7 @@ STAMP := $(VENV)/.fedplace-installed
 export NO_PROXY := 127.0.0.1,localhost,::1
 export no_proxy := $(NO_PROXY)
 
-.PHONY: help install lock test test-real test-karmada-real demo bench bench-real fuzz clean node-admit-demo
+.PHONY: help install lock lint test test-real test-karmada-real demo bench bench-real fuzz clean node-admit-demo
 
 install: $(STAMP) ## create .venv and install fedplace, the devstack and the test tools (pinned by constraints.txt)
 
@@ -41,6 +41,9 @@ lock: ## write constraints.txt anew from pyproject.toml's ranges
 	  > $(CONSTRAINTS).new
 	mv $(CONSTRAINTS).new $(CONSTRAINTS)
 	rm -rf $(LOCK_VENV)
+
+lint: $(STAMP) ## check the Python code with ruff: pyflakes, bugbear, isort (configured in pyproject.toml)
+	$(PY) -m ruff check .
 
 test: $(STAMP) ## run the test suite on the devstack servers (PYTEST_ARGS=... to narrow it)
 	$(PY) -m pytest -q $(PYTEST_ARGS)

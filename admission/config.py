@@ -45,8 +45,15 @@ import argparse
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from fedplace.common.config import (ConfigError, OpaEndpoint, integer, opa_section, read_config_file, retry_section,
-                                    split_opa_url)
+from fedplace.common.config import (
+    ConfigError,
+    OpaEndpoint,
+    integer,
+    opa_section,
+    read_config_file,
+    retry_section,
+    split_opa_url,
+)
 from fedplace.common.config import number as _number
 from fedplace.common.config import only as _only
 from fedplace.common.config import readable as _readable

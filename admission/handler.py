@@ -27,10 +27,10 @@ from aiohttp import http_exceptions, web
 from fedplace.admission import metrics
 from fedplace.admission.config import AdmissionConfig
 from fedplace.admission.decision import Decision, OpaOutcome, decide, loading, needs_old_query, needs_query
+from fedplace.admission.listener import timing_middleware
 from fedplace.admission.loading import check_loaded
 from fedplace.admission.query import query_decision
 from fedplace.admission.review import AdmissionRequest, BadReview, parse_review, review_response
-from fedplace.admission.listener import timing_middleware
 from fedplace.common.events import EventRecorder, involved_object
 from fedplace.common.jsonsafe import dumps
 from fedplace.common.opa_client import OpaClient

@@ -21,9 +21,9 @@ from aiohttp import web
 from kubernetes_asyncio import client
 
 from fedplace.admission.config import AdmissionConfig
-from fedplace.admission.presence import PolicyPresence
 from fedplace.admission.handler import build_app
 from fedplace.admission.listener import listen
+from fedplace.admission.presence import PolicyPresence
 from fedplace.admission.tls import ReloadingTLS
 from fedplace.common.eventloop import loop_name
 from fedplace.common.events import EventRecorder

@@ -411,7 +411,7 @@ class Cell:
 
 def added_p50(cell: Cell, direct: Cell) -> float:
     """What the webhook adds: the median over rounds of its p50 minus direct OPA's p50 of the same round."""
-    return statistics.median(r.p50_ms - d.p50_ms for r, d in zip(cell.rounds, direct.rounds))
+    return statistics.median(r.p50_ms - d.p50_ms for r, d in zip(cell.rounds, direct.rounds, strict=True))
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -428,7 +428,7 @@ async def run(args: argparse.Namespace) -> None:
             from devstack.tls import make_ca_and_cert
 
             ca, crt, key = tmp / "ca.crt", tmp / "tls.crt", tmp / "tls.key"
-            for path, pem in zip((ca, crt, key), make_ca_and_cert(["127.0.0.1", "localhost"])):
+            for path, pem in zip((ca, crt, key), make_ca_and_cert(["127.0.0.1", "localhost"]), strict=True):
                 path.write_bytes(pem)
             direct_body, review_body = tmp / "direct.json", tmp / "review.json"
             direct_body.write_text(json.dumps({"input": replicaset()}))
@@ -497,7 +497,7 @@ async def run(args: argparse.Namespace) -> None:
     for target in targets[1:]:
         added = added_p50(cells[target.name, lo], direct_lo)
         per_round = " ".join(f"{r.p50_ms - d.p50_ms:.2f}" for r, d in zip(cells[target.name, lo].rounds,
-                                                                          direct_lo.rounds))
+                                                                          direct_lo.rounds, strict=True))
         ratio = cells[target.name, hi].rps / direct_hi.rps if direct_hi.rps else float("nan")
         print(f"- {target.name}: adds {added:.2f} ms p50 at {lo} in flight (rounds: {per_round}; target <= 0.5: "
               f"{'met' if added <= 0.5 else 'NOT met'}); at {hi} in flight {ratio:.2f}x direct OPA's throughput "

@@ -29,9 +29,9 @@ from urllib.parse import urlsplit
 import aiohttp
 from kubernetes_asyncio import client, config
 
-from fedplace.common.kube_client import KubeApiError, kube_json
 from devstack.launch import ServerProcess
 from devstack.scratch import delete_crd, delete_namespace, install_crd, unique_name
+from fedplace.common.kube_client import KubeApiError, kube_json
 
 __all__ = ["IGNORED", "Kube", "Opa", "Servers", "add_server_flags", "devstack_only", "listener_pid", "pct", "post_all",
            "proc_mb", "server_rss", "servers"]

@@ -121,7 +121,7 @@ async def admitted(objects: list[dict[str, Any]], data: dict[str, Any]) -> None:
         decisions, _ = await whatif.decide_workloads(ev, DECISION, objects, await ev.parse())
     finally:
         await ev.close()
-    for obj, d in zip(objects, decisions):
+    for obj, d in zip(objects, decisions, strict=True):
         for k, v in d.annotations.items():
             obj["metadata"]["annotations"][k] = canonical_value(v)
 

@@ -81,13 +81,14 @@ from kubernetes_asyncio import client
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import Kube, Opa, add_server_flags, listener_pid, pct, post_all, proc_mb, servers  # noqa: E402
-from devstack.karmada import CLUSTERS as KARMADA_CLUSTERS, RESOURCE_BINDINGS, crds, install_crds  # noqa: E402
-from fedplace.insight.view import excluded_of  # noqa: E402
+from devstack.karmada import CLUSTERS as KARMADA_CLUSTERS  # noqa: E402
+from devstack.karmada import RESOURCE_BINDINGS, crds, install_crds
 from devstack.launch import ServerProcess, wait_http  # noqa: E402
 from devstack.scratch import CRDS_PATH  # noqa: E402
 from devstack.shipped import shipped_policy_configmaps  # noqa: E402
 from devstack.tls import make_ca_and_cert  # noqa: E402
 from fedplace.common.kube_client import KubeApiError, kube_json, kube_stream  # noqa: E402
+from fedplace.insight.view import excluded_of  # noqa: E402
 from fedplace.sync import replicated_root  # noqa: E402
 from fedplace.sync.sentinel import SENTINEL_PATH  # noqa: E402
 
@@ -801,7 +802,7 @@ async def run_remediation(args: argparse.Namespace, tmp: Path) -> RemediationFig
                 if builds0 is not None and builds1 is not None and builds2 is not None:
                     fig.builds_first, fig.builds_change = builds1 - builds0, builds2 - builds1
                 per_key: dict[str, int] = {}
-                for _, etype, key, _ in watch.events[mark:]:
+                for _, _etype, key, _ in watch.events[mark:]:
                     per_key[key] = per_key.get(key, 0) + 1
                 counts: dict[int, int] = {}
                 for key in affected_keys:

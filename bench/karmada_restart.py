@@ -55,10 +55,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import Kube, add_server_flags, pct, post_all, proc_mb, servers  # noqa: E402
-from bench.karmada import (MWC_PATH, PCI, REM_NAMESPACES, SETTINGS, EXCLUDED, log_records,  # noqa: E402
-                           policy_digest, rem_template, rss_of)
-from devstack.karmada import CLUSTERS as KARMADA_CLUSTERS, PROPAGATION_POLICIES  # noqa: E402
+from bench.common import add_server_flags, pct, post_all, proc_mb, servers  # noqa: E402
+from bench.karmada import EXCLUDED, MWC_PATH, REM_NAMESPACES, SETTINGS, log_records, policy_digest, rem_template, rss_of  # noqa: E402
+from devstack.karmada import CLUSTERS as KARMADA_CLUSTERS  # noqa: E402
+from devstack.karmada import PROPAGATION_POLICIES
 from devstack.launch import ServerProcess, wait_http  # noqa: E402
 from devstack.shipped import shipped_policy_configmaps  # noqa: E402
 from devstack.tls import make_ca_and_cert  # noqa: E402
@@ -294,7 +294,7 @@ async def run(args: argparse.Namespace, tmp: Path) -> Figures:
         sync = hook = None
         try:
             now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-            for name, (_, reg, pci) in zip(names, CLUSTER_SPECS):
+            for name, (_, reg, pci) in zip(names, CLUSTER_SPECS, strict=True):
                 await kube_json(api, "POST", KARMADA_CLUSTERS.collection_path(None), body={
                     "apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
                     "metadata": {"name": name, "labels": {"pci-compliance-level": pci}},

@@ -35,9 +35,9 @@ from kubernetes_asyncio import client
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import add_server_flags, post_all, servers  # noqa: E402
-from fedplace.common.kube_client import kube_json, kube_stream  # noqa: E402
 from devstack.federation import CLUSTER_CRD, CLUSTERS_PATH, cluster  # noqa: E402
 from devstack.launch import ServerProcess, wait_http  # noqa: E402
+from fedplace.common.kube_client import kube_json, kube_stream  # noqa: E402
 from fedplace.sync import replicated_root  # noqa: E402
 from fedplace.sync.sentinel import SENTINEL_PATH  # noqa: E402
 

@@ -393,7 +393,7 @@ def plot(figs: list[Figures], path: Path) -> None:
     styles = {"devstack engine": dict(linestyle="--", marker="o", mfc="white"),
               "real OPA": dict(linestyle="-", marker="o")}
     fig, axes = plt.subplots(1, len(PANELS), figsize=(15, 4.8), sharey=True)
-    for ax, (title, unit) in zip(axes, PANELS):
+    for ax, (title, unit) in zip(axes, PANELS, strict=True):
         drawn = [s for s in SERIES if s.curve and s.unit == unit]
         for series in drawn:
             for f in figs:
@@ -471,7 +471,7 @@ def main() -> None:
             import matplotlib  # noqa: F401
         except ImportError:
             raise SystemExit("--plot needs matplotlib, which is not installed: .venv/bin/pip install -e '.[bench]' "
-                             "(or 'matplotlib>=3.8')")
+                             "(or 'matplotlib>=3.8')") from None
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         figs = asyncio.run(run(args, Path(tmp)))

@@ -54,8 +54,8 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import Opa, add_server_flags, pct  # noqa: E402
-from fedplace.common.kube_client import Resource  # noqa: E402
 from devstack.schedulingpolicy import modules  # noqa: E402
+from fedplace.common.kube_client import Resource  # noqa: E402
 from fedplace.sync.subject_index import subject_index  # noqa: E402
 
 QUERY_PATH = "io/k8s/federation/admission"

@@ -72,12 +72,12 @@ from prometheus_client.parser import text_string_to_metric_families
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import Opa, add_server_flags, cpu_seconds, listener_pid, pct, post_all, proc_mb, servers  # noqa: E402
-from fedplace.common.informer import Informer  # noqa: E402
-from fedplace.common.kube_client import KubeApiError, Resource, kube_json, kube_stream, new_api_client  # noqa: E402
-from fedplace.sync.replicate import informer_settings  # noqa: E402
 from devstack.federation import CLUSTER_CRD, CLUSTERS_PATH  # noqa: E402
 from devstack.launch import ServerProcess, free_port, wait_http  # noqa: E402
+from fedplace.common.informer import Informer  # noqa: E402
+from fedplace.common.kube_client import KubeApiError, Resource, kube_json, kube_stream, new_api_client  # noqa: E402
 from fedplace.sync import replicated_root  # noqa: E402
+from fedplace.sync.replicate import informer_settings  # noqa: E402
 from fedplace.sync.sentinel import SENTINEL_PATH  # noqa: E402
 
 NAMESPACES = 20
@@ -170,8 +170,8 @@ async def run(args: argparse.Namespace) -> None:
         described = srv.describe()
     print(f"{described}\n")
     n = n_rs + n_clusters
-    print(f"| measurement | value |")
-    print(f"|---|---:|")
+    print("| measurement | value |")
+    print("|---|---:|")
     print(f"| initial replication of {n:,} objects, process start → ready | {t_ready:.2f} s |")
     print(f"| of which process start-up (→ /healthz) | {t_alive:.2f} s |")
     print(f"| initial replication after start-up | {t_ready - t_alive:.2f} s |")
@@ -787,7 +787,7 @@ def main() -> None:
     add_server_flags(p, opa=True, kube=True)
     args = p.parse_args()
     defaults = (100_000, 5_000, 500.0, 60.0) if args.target else (10_000, 1_000, 200.0, 10.0)
-    for name, default in zip(("replicasets", "clusters", "rate", "seconds"), defaults):
+    for name, default in zip(("replicasets", "clusters", "rate", "seconds"), defaults, strict=True):
         if getattr(args, name) is None:
             setattr(args, name, default)
     asyncio.run(run_target(args) if args.target else run(args))

@@ -63,7 +63,7 @@ from kubernetes_asyncio import client
 
 from fedplace.common import jsonsafe
 from fedplace.common.field_selector import FieldSelector
-from fedplace.common.kube_client import KubeApiError, Resource, kube_json, kube_stream
+from fedplace.common.kube_client import KubeApiError, Resource, kube_stream
 from fedplace.common.list_items import ListItems
 
 __all__ = ["CompactObjects", "CompactValues", "Informer", "InformerHandler", "InformerSettings", "WatchExpired"]

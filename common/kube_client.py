@@ -28,8 +28,11 @@ import aiohttp
 import yaml
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.config.config_exception import ConfigException
-from kubernetes_asyncio.config.incluster_config import SERVICE_HOST_ENV_NAME, SERVICE_PORT_ENV_NAME, \
-    SERVICE_TOKEN_FILENAME
+from kubernetes_asyncio.config.incluster_config import (
+    SERVICE_HOST_ENV_NAME,
+    SERVICE_PORT_ENV_NAME,
+    SERVICE_TOKEN_FILENAME,
+)
 from kubernetes_asyncio.config.kube_config import ConfigNode, KubeConfigLoader
 
 __all__ = ["ClientConfig", "KubeApiError", "KubeConfigError", "Resource", "kube_json", "kube_stream",

@@ -58,12 +58,11 @@ from typing import Any, Awaitable, Callable, Iterator
 
 from kubernetes_asyncio import client, config
 
-from fedplace.common.kube_client import KubeApiError, kube_json
-from fedplace.common.opa_client import OpaError
 from devstack.demo_explore import control_plane, explore_lines
 from devstack.demo_karmada import karmada_steps
 from devstack.demo_limitrange import limitrange_steps
-from devstack.demo_schedulingpolicy import CRDS as SCHEDULINGPOLICY_CRDS, SYNC_FLAGS as SCHEDULINGPOLICY_SYNC_FLAGS
+from devstack.demo_schedulingpolicy import CRDS as SCHEDULINGPOLICY_CRDS
+from devstack.demo_schedulingpolicy import SYNC_FLAGS as SCHEDULINGPOLICY_SYNC_FLAGS
 from devstack.demo_schedulingpolicy import schedulingpolicy_steps
 from devstack.demo_support import ADMISSION_PATIENCE, opa_get, policy_ok
 from devstack.federation import CLUSTER_CRD, CLUSTERS_PATH, cluster
@@ -71,6 +70,8 @@ from devstack.launch import ServerProcess, stop_all
 from devstack.scratch import create_namespace
 from devstack.shipped import shipped_policy_configmaps
 from devstack.tls import TlsFiles, write_ca_and_cert
+from fedplace.common.kube_client import KubeApiError, kube_json
+from fedplace.common.opa_client import OpaError
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICY_NS = "kube-federation-scheduling-policy"

@@ -43,13 +43,13 @@ from typing import Any, Awaitable, Callable
 import yaml
 from kubernetes_asyncio import client, config
 
-from fedplace.common.kube_client import KubeApiError, kube_json
+from devstack.demo_support import ADMISSION_PATIENCE, opa_get, policy_ok
 from devstack.karmada import CLUSTERS, PROPAGATION_POLICIES, RESOURCE_BINDINGS, install_crds
 from devstack.karmada.standins import DEPLOYMENTS, Detector, Scheduler
-from devstack.demo_support import ADMISSION_PATIENCE, opa_get, policy_ok
 from devstack.launch import ServerProcess
-from devstack.shipped import shipped_policy_configmaps
 from devstack.scratch import create_namespace
+from devstack.shipped import shipped_policy_configmaps
+from fedplace.common.kube_client import KubeApiError, kube_json
 
 __all__ = ["karmada_steps"]
 

@@ -25,8 +25,8 @@ from typing import Any, Awaitable, Callable
 import yaml
 from kubernetes_asyncio import client
 
+from devstack.schedulingpolicy import COMPONENT, CRDS, SYNC_FLAGS, component, pack_sources
 from fedplace.common.kube_client import KubeApiError, kube_json
-from devstack.schedulingpolicy import COMPONENT, CRDS, ROOT, SYNC_FLAGS, component, pack_sources
 
 __all__ = ["CRDS", "SYNC_FLAGS", "schedulingpolicy_steps"]
 

@@ -9,8 +9,8 @@ from typing import Any
 import aiohttp
 from kubernetes_asyncio import client
 
-from fedplace.common.kube_client import kube_json
 from devstack.launch import ServerProcess
+from fedplace.common.kube_client import kube_json
 
 __all__ = ["ADMISSION_PATIENCE", "opa_get", "policy_ok"]
 

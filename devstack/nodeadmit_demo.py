@@ -35,10 +35,10 @@ from typing import Any
 import aiohttp
 from kubernetes_asyncio import client, config
 
-from fedplace.common.kube_client import kube_json
 from devstack.demo import DemoFailed, check, say, step
 from devstack.launch import ServerProcess, free_port
 from devstack.scratch import create_namespace
+from fedplace.common.kube_client import kube_json
 
 __all__ = ["PACK", "PACK_ORDER", "main", "pack_modules", "port_open"]
 

@@ -76,7 +76,7 @@ async def namespaced_collections(api: client.ApiClient) -> list[str]:
     prefixes = ["/api/v1"] + [f"/apis/{g['preferredVersion']['groupVersion']}" for g in groups]
     docs = await asyncio.gather(*(_discovery(api, p) for p in prefixes))
     return [f"{prefix}/namespaces/{{namespace}}/{r['name']}"
-            for prefix, doc in zip(prefixes, docs) for r in doc.get("resources") or []
+            for prefix, doc in zip(prefixes, docs, strict=True) for r in doc.get("resources") or []
             if r.get("namespaced") and "/" not in r["name"] and "deletecollection" in (r.get("verbs") or [])]
 
 

@@ -34,8 +34,15 @@ from importlib import resources
 from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import quote
 
-from fedplace.common.opa_client import (OpaClient, OpaCompileError, OpaError, OpaRequestError, OpaSettings,
-                                        OpaUndefined, normalise_base_url)
+from fedplace.common.opa_client import (
+    OpaClient,
+    OpaCompileError,
+    OpaError,
+    OpaRequestError,
+    OpaSettings,
+    OpaUndefined,
+    normalise_base_url,
+)
 from fedplace.common.opa_errors import split_errors
 from fedplace.insight.inputs import UNDEFINED, subset
 from fedplace.sync.indexes import indexes_of
@@ -310,7 +317,7 @@ class BindingsEvaluator(Evaluator):
         todo = [{"id": mid, "src": src} for mid, src in modules.items() if keys[mid] not in self._asts]
         if todo:
             result = self._parser.eval_query("m := [rego.parse_module(x.id, x.src) | some x in input]", input=todo)
-            for item, ast in zip(todo, result[0]["m"]):
+            for item, ast in zip(todo, result[0]["m"], strict=True):
                 self._asts[keys[item["id"]]] = ast
         return {mid: self._asts[keys[mid]] for mid in modules}
 

@@ -43,9 +43,22 @@ from fedplace.common.opa_client import OpaClient
 from fedplace.common.secrets import without_secret_content
 from fedplace.insight.command import Unreachable, UsageError, guarded
 from fedplace.insight.evaluate import Decision
-from fedplace.insight.options import (DECISION, add_kube_arguments, add_opa_arguments, add_output_argument,
-                                      check_name, check_namespace, client_config, data_path, dump, namespace_of,
-                                      opa_settings, prepare, read_documents, seconds)
+from fedplace.insight.options import (
+    DECISION,
+    add_kube_arguments,
+    add_opa_arguments,
+    add_output_argument,
+    check_name,
+    check_namespace,
+    client_config,
+    data_path,
+    dump,
+    namespace_of,
+    opa_settings,
+    prepare,
+    read_documents,
+    seconds,
+)
 
 __all__ = ["DESCRIPTION", "EPILOG", "EXPLAIN", "KINDS", "add_arguments", "explain", "render", "resolve_type",
            "run"]

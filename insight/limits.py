@@ -32,8 +32,17 @@ from typing import Any, Sequence, TextIO
 from fedplace.common.opa_client import OpaClient, OpaError, OpaMalformedResponse, OpaSettings, OpaUnavailable
 from fedplace.insight import command
 from fedplace.insight.command import CliError, guarded
-from fedplace.insight.options import (add_kube_arguments, add_opa_arguments, add_output_argument, check_namespace,
-                                      dump, namespace_of, opa_settings, prepare, segment)
+from fedplace.insight.options import (
+    add_kube_arguments,
+    add_opa_arguments,
+    add_output_argument,
+    check_namespace,
+    dump,
+    namespace_of,
+    opa_settings,
+    prepare,
+    segment,
+)
 
 __all__ = ["DESCRIPTION", "EPILOG", "REPORT", "add_arguments", "build_parser", "main", "namespaces", "render",
            "report", "run"]
@@ -88,7 +97,7 @@ async def report(settings: OpaSettings, namespace: str, resources: Sequence[str]
 def _table(rows: list[Sequence[str]], out: TextIO, indent: str = "") -> None:
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
-        out.write(indent + "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() + "\n")
+        out.write(indent + "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n")
 
 
 def _default(value: str, source: str, own: str, applies: bool) -> str:

@@ -54,8 +54,16 @@ from markupsafe import Markup
 
 from fedplace.common.opa_client import TokenSource
 from fedplace.insight.reasons import ALLOWED, NOT_ALLOWED, PLACED, PLACED_FORBIDDEN, Rule, settings_of
-from fedplace.insight.view import (BINDING_RESOURCES, JURISDICTIONS, TEMPLATE_PLURALS, VIA_PREFS, VIA_SELECTOR,
-                                   build_view, iso, policy_entry)
+from fedplace.insight.view import (
+    BINDING_RESOURCES,
+    JURISDICTIONS,
+    TEMPLATE_PLURALS,
+    VIA_PREFS,
+    VIA_SELECTOR,
+    build_view,
+    iso,
+    policy_entry,
+)
 
 __all__ = ["EAGER_REASON_CELLS", "MAX_GROUPS", "add_routes", "render", "sync_view"]
 
@@ -323,7 +331,7 @@ def _matrix(view: Mapping[str, Any]) -> dict[str, Any]:
         "jurisdiction_runs": _column_groups(clusters, lambda c: c["jurisdiction"]),
         "region_runs": [(region, n) for (_, region), n in
                         _column_groups(clusters, lambda c: (c["jurisdiction"], c["region"]))],
-        "bars": [(c["name"], n, round(BAR_PX * n / top)) for c, n in zip(clusters, counts)],
+        "bars": [(c["name"], n, round(BAR_PX * n / top)) for c, n in zip(clusters, counts, strict=True)],
         "reasons": {"texts": sorted(texts, key=texts.__getitem__),
                     "patterns": [list(p) for p in sorted(patterns, key=patterns.__getitem__)],
                     "rows": row_patterns}}

@@ -36,11 +36,21 @@ from typing import Any, TextIO
 import aiohttp
 
 from fedplace.common.opa_client import OpaClient, OpaError, OpaMalformedResponse, OpaUnavailable
+from fedplace.insight import reasons
 from fedplace.insight.command import CliError, Unreachable, UsageError, guarded
 from fedplace.insight.evaluate import LiveOpa
-from fedplace.insight.options import (add_data_arguments, add_opa_arguments, add_output_argument, decision_path,
-                                      dump, http_url, opa_settings, prepare, read_text, split_list)
-from fedplace.insight import reasons
+from fedplace.insight.options import (
+    add_data_arguments,
+    add_opa_arguments,
+    add_output_argument,
+    decision_path,
+    dump,
+    http_url,
+    opa_settings,
+    prepare,
+    read_text,
+    split_list,
+)
 from fedplace.insight.page import render
 from fedplace.insight.view import TEMPLATE_PLURALS, build_view, iso
 from fedplace.insight.whatif import bindings_of, decide_workloads, workloads_of
@@ -131,7 +141,7 @@ async def from_opa(args: argparse.Namespace) -> dict[str, Any]:
             await live.close()
     now = time.time()
     denials = [{"resource": w.resource, "namespace": w.namespace, "name": w.name, "errors": d.errors,
-                "time": iso(now)} for w, d in zip(workloads, decisions) if d.denied]
+                "time": iso(now)} for w, d in zip(workloads, decisions, strict=True) if d.denied]
     clusters = data.get(args.clusters_resource)
     bindings = ([(b.resource, b.obj) for b in bindings_of(data, args.resource_bindings, args.cluster_resource_bindings)]
                 if binding_plurals else None)

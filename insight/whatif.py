@@ -58,16 +58,44 @@ from typing import Any, Iterable, Mapping, Sequence, TextIO
 
 from fedplace.common.annotations import canonical_value
 from fedplace.common.opa_client import OpaClient
-from fedplace.insight.evaluate import (BindingsEvaluator, Decision, Evaluator, EvaluatorUnavailable,
-                                       ScratchOpaEvaluator, bindings_available, install_command, system_module)
 from fedplace.insight.command import UsageError, guarded, warn
+from fedplace.insight.evaluate import (
+    BindingsEvaluator,
+    Decision,
+    Evaluator,
+    EvaluatorUnavailable,
+    ScratchOpaEvaluator,
+    bindings_available,
+    install_command,
+    system_module,
+)
 from fedplace.insight.inputs import analyse, projection
-from fedplace.insight.options import (DEFAULT_POLICY_NAMESPACE, add_data_arguments, add_opa_arguments,
-                                      add_output_argument, check_namespace, check_token_file,
-                                      decision_path, dump, http_url, opa_settings, prepare, read_documents,
-                                      read_text, split_list)
-from fedplace.insight.view import EXCLUDED, PREFS, SOURCE, WHY, effective_placement, excluded_of, template_key, \
-    template_text
+from fedplace.insight.options import (
+    DEFAULT_POLICY_NAMESPACE,
+    add_data_arguments,
+    add_opa_arguments,
+    add_output_argument,
+    check_namespace,
+    check_token_file,
+    decision_path,
+    dump,
+    http_url,
+    opa_settings,
+    prepare,
+    read_documents,
+    read_text,
+    split_list,
+)
+from fedplace.insight.view import (
+    EXCLUDED,
+    PREFS,
+    SOURCE,
+    WHY,
+    effective_placement,
+    excluded_of,
+    template_key,
+    template_text,
+)
 
 __all__ = ["DESCRIPTION", "EPILOG", "LabelChange", "PolicySource", "Proposal", "Snapshot", "Threshold", "Workload",
            "add_arguments", "bindings_of", "compare_bindings", "decide_workloads", "evaluate", "load_policies",
@@ -433,7 +461,7 @@ async def decide_workloads(evaluator: Evaluator, path: Sequence[str], objects: S
         first.setdefault(key, i)
     unique = list(first)
     decided = await evaluator.decide(path, [objects[first[k]] for k in unique], data_paths)
-    by_key = dict(zip(unique, decided))
+    by_key = dict(zip(unique, decided, strict=True))
     return [by_key[k] for k in keys], len(unique)
 
 
@@ -473,7 +501,7 @@ def compare_bindings(bindings: Sequence[Workload], before: Sequence[Decision], a
         return bool(names) and excluded is not None and names <= set(excluded)
 
     out = []
-    for b, x, y in zip(bindings, before, after):
+    for b, x, y in zip(bindings, before, after, strict=True):
         was, will = _excluded(x, names), _excluded(y, names)
         if was == will:
             continue
@@ -490,7 +518,7 @@ def compare_bindings(bindings: Sequence[Workload], before: Sequence[Decision], a
 
 def compare(workloads: Sequence[Workload], before: Sequence[Decision], after: Sequence[Decision]) -> dict[str, Any]:
     moves, denied, undenied, annotated = [], [], [], []
-    for w, b, a in zip(workloads, before, after):
+    for w, b, a in zip(workloads, before, after, strict=True):
         item = {"resource": w.resource, "kind": w.obj.get("kind"), "namespace": w.namespace, "name": w.name}
         if a.denied and not b.denied:
             denied.append({**item, "errors": a.errors})
@@ -506,7 +534,7 @@ def compare(workloads: Sequence[Workload], before: Sequence[Decision], after: Se
             if changed:
                 annotated.append({**item, "annotations": changed})
     return {"moves": moves, "denied": denied, "undenied": undenied, "annotations": annotated,
-            "still_denied": sum(1 for b, a in zip(before, after) if b.denied and a.denied)}
+            "still_denied": sum(1 for b, a in zip(before, after, strict=True) if b.denied and a.denied)}
 
 
 async def evaluate(args: argparse.Namespace, err: TextIO, prog: str = PROG) -> dict[str, Any]:

@@ -60,8 +60,8 @@ from fedplace.common.annotations import annotation_merge_patch, canonical_value
 from fedplace.common.events import EventRecorder, InvolvedObject
 from fedplace.common.kube_client import KubeApiError, Resource, kube_json
 from fedplace.common.opa_client import OpaClient, OpaError
-from fedplace.remediator.config import RemediatorSettings
 from fedplace.remediator.bindings import dependent_bindings
+from fedplace.remediator.config import RemediatorSettings
 from fedplace.remediator.coverage import outstanding
 from fedplace.remediator.leader import LEADER, LeaderElector, default_identity
 from fedplace.remediator.pipeline import PassResult, PatchPipeline

@@ -21,7 +21,7 @@ from kubernetes_asyncio import client
 
 from fedplace.common.events import EventRecorder, InvolvedObject, involved_object
 from fedplace.common.informer import Informer
-from fedplace.common.kube_client import Resource, new_api_client
+from fedplace.common.kube_client import new_api_client
 from fedplace.common.opa_client import OpaError
 from fedplace.common.ops_http import add_ops_routes
 from fedplace.common.policy_configmaps import CONFIGMAPS, policy_informer_settings

@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 
 from fedplace.common.kube_client import Resource
 from fedplace.common.opa_client import OpaSettings
+from fedplace.remediator.config import RemediatorSettings
+from fedplace.remediator.config import add_arguments as add_remediator_arguments
+from fedplace.remediator.config import settings_from_args as remediator_settings
 from fedplace.sync.loaded import render as render_loaded
 from fedplace.sync.policy_check import Limits
-from fedplace.remediator.config import RemediatorSettings, add_arguments as add_remediator_arguments
-from fedplace.remediator.config import settings_from_args as remediator_settings
 
 __all__ = ["DEFAULT_POLICY_NAMESPACE", "SyncConfig", "build_parser", "parse_args"]
 

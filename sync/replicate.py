@@ -48,8 +48,8 @@ from fedplace.common.informer import CompactObjects, CompactValues, Informer, In
 from fedplace.common.kube_client import Resource
 from fedplace.common.opa_client import OpaClient, OpaRequestError, OpaUnavailable
 from fedplace.common.secrets import LAST_APPLIED, without_secret_content
-from fedplace.sync.signal import ChangeSignal
 from fedplace.sync.indexes import index_of, index_path
+from fedplace.sync.signal import ChangeSignal
 
 __all__ = ["LAST_APPLIED", "MAX_BATCH", "ReplicationHandler", "batch_ops", "collection_json", "informer_settings",
            "layout", "namespace_field_selector", "object_path", "strip"]

@@ -14,9 +14,9 @@ import sys
 
 from aiohttp import web
 
+from devstack.engine.server import make_app
 from fedplace.common.logs import configure_logging
 from fedplace.common.shutdown import stop_on_signals
-from devstack.engine.server import make_app
 
 log = logging.getLogger("devstack.engine")
 

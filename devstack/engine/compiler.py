@@ -35,8 +35,8 @@ from typing import Any, Mapping
 
 from opa_bindings.engine import OpaEngine, OpaError
 
-from fedplace.common.opa_errors import ErrorEntry, split_errors  # shared with fedplace what-if
 from devstack.engine.store import Path
+from fedplace.common.opa_errors import ErrorEntry, split_errors  # shared with fedplace what-if
 
 __all__ = ["ErrorEntry", "Module", "Refused", "check_module", "check_modules", "parse_details", "parse_module",
            "rest_errors", "split_errors"]

@@ -24,10 +24,10 @@ from urllib.parse import unquote
 
 from aiohttp import web
 
-from fedplace.common.jsonsafe import dumps, loads
 from devstack.engine.state import EngineState, EvalError, PolicyError
 from devstack.engine.store import MISSING, Path, StoreError, parse_url_path
 from devstack.faults import ADMIN_PREFIX, FaultInjector
+from fedplace.common.jsonsafe import dumps, loads
 
 __all__ = ["STATE_KEY", "make_app"]
 

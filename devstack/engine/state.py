@@ -23,12 +23,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
-from fedplace.common.jsonsafe import dumps
 from devstack.engine import compiler
 from devstack.engine.evaluator import EVAL_MESSAGE, EvalError, Evaluator
 from devstack.engine.store import (
-    MISSING, Path, StoreError, apply_patch, delete, lookup, parse_patch, put, read_path,
+    MISSING,
+    Path,
+    StoreError,
+    apply_patch,
+    delete,
+    lookup,
+    parse_patch,
+    put,
+    read_path,
 )
+from fedplace.common.jsonsafe import dumps
 
 __all__ = ["COMPILE_MESSAGE", "EVAL_MESSAGE", "EngineState", "EvalError", "PolicyError", "conflict_view"]
 

@@ -19,8 +19,8 @@ from typing import Any
 import yaml
 from kubernetes_asyncio import client
 
-from fedplace.common.kube_client import KubeApiError, Resource, kube_json
 from devstack.scratch import CRDS_PATH, install_crd
+from fedplace.common.kube_client import KubeApiError, Resource, kube_json
 
 __all__ = ["CLUSTERS", "CLUSTER_PROPAGATION_POLICIES", "CLUSTER_RESOURCE_BINDINGS", "CRDS_FILE", "DIGEST_ANNOTATION",
            "PROPAGATION_POLICIES", "RESOURCE_BINDINGS", "crds", "install_crds"]

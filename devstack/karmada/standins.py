@@ -48,9 +48,14 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence
 
 from kubernetes_asyncio import client
 
+from devstack.karmada import (
+    CLUSTER_PROPAGATION_POLICIES,
+    CLUSTER_RESOURCE_BINDINGS,
+    CLUSTERS,
+    PROPAGATION_POLICIES,
+    RESOURCE_BINDINGS,
+)
 from fedplace.common.kube_client import KubeApiError, Resource, kube_json
-from devstack.karmada import (CLUSTERS, CLUSTER_PROPAGATION_POLICIES, CLUSTER_RESOURCE_BINDINGS, PROPAGATION_POLICIES,
-                              RESOURCE_BINDINGS)
 
 __all__ = ["CPP_NAME", "DEPLOYMENTS", "Detector", "PP_NAME", "PP_NAMESPACE", "PassReport", "Scheduler", "TemplateKind", "APPLIED_PLACEMENT", "Candidates",
            "NoClusterFits", "PERMANENT_ID_LABELS", "PP_PERMANENT_ID", "CPP_PERMANENT_ID", "Unschedulable",
@@ -407,7 +412,7 @@ def target_clusters(names: Sequence[str], placement: Mapping[str, Any] | None, r
     else:
         share, extra = divmod(total, len(names))
         counts = [share + (1 if i < extra else 0) for i in range(len(names))]
-    return [{"name": n, **({"replicas": c} if c else {})} for n, c in zip(names, counts)
+    return [{"name": n, **({"replicas": c} if c else {})} for n, c in zip(names, counts, strict=True)
             if c or total == 0]
 
 

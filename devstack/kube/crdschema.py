@@ -534,7 +534,7 @@ def _deep_equal(a: Any, b: Any) -> bool:
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(_deep_equal(a[k], b[k]) for k in a)
     if isinstance(a, list):
-        return len(a) == len(b) and all(_deep_equal(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_deep_equal(x, y) for x, y in zip(a, b, strict=True))
     return a == b
 
 

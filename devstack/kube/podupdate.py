@@ -48,7 +48,7 @@ def pod_update_causes(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[st
         causes.append(("spec.tolerations", TOLERATIONS_FORBIDDEN))
     munged = copy.deepcopy(new_spec)
     for key in ("containers", "initContainers"):
-        for mine, theirs in zip(munged.get(key) or [], old_spec.get(key) or []):
+        for mine, theirs in zip(munged.get(key) or [], old_spec.get(key) or [], strict=False):  # counts may differ
             if isinstance(mine, dict) and isinstance(theirs, dict):
                 if "image" in theirs:
                     mine["image"] = theirs["image"]

@@ -96,7 +96,7 @@ def parse_label_selector(text: str | None) -> LabelSelector:
         if m:
             values = tuple(_check_value(v.strip()) for v in m.group(3).split(",")) if m.group(3).strip() else ()
             if not values:
-                raise SelectorError(f"unable to parse requirement: for 'in', 'notin' operators, values set can't be empty")
+                raise SelectorError("unable to parse requirement: for 'in', 'notin' operators, values set can't be empty")
             reqs.append(Requirement(_check_key(m.group(1)), m.group(2), values))
             continue
         for token, op in (("!=", "!="), ("==", "="), ("=", "="), (">", "gt"), ("<", "lt")):
@@ -104,7 +104,7 @@ def parse_label_selector(text: str | None) -> LabelSelector:
                 key, _, value = part.partition(token)
                 value = value.strip()
                 if op in ("gt", "lt") and not re.fullmatch(r"-?\d+", value):
-                    raise SelectorError(f"unable to parse requirement: for 'Gt', 'Lt' operators, the value must be an integer")
+                    raise SelectorError("unable to parse requirement: for 'Gt', 'Lt' operators, the value must be an integer")
                 reqs.append(Requirement(_check_key(key.strip()), op, (_check_value(value),)))
                 break
         else:
@@ -159,7 +159,7 @@ def parse_field_selector(text: str | None, supported: Iterable[str]) -> FieldSel
     reqs = []
     for raw in text.split(","):
         part = raw.strip()
-        for token, neg in (("!=", True), ("==", False), ("=", False)):
+        for token, neg in (("!=", True), ("==", False), ("=", False)):  # noqa: B007 - neg is read after the break
             if token in part:
                 path, _, value = part.partition(token)
                 path = path.strip()

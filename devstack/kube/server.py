@@ -87,7 +87,7 @@ class Server:
                 return web.json_response(status_body(413, f"Request entity too large: limit is {MAX_REQUEST_BODY}"),
                                          status=413)
             return web.json_response(status_body(exc.status, exc.reason), status=exc.status)
-        except (ConnectionResetError,):
+        except ConnectionResetError:
             status = 499
             raise
         except Exception as exc:  # a bug: still answer a Status, never a traceback

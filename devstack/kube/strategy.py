@@ -21,8 +21,8 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from .quantity import QuantityError, parse
 from .defaults import DS_GENERATION
+from .quantity import QuantityError, parse
 from .resources import ResourceType
 
 __all__ = ["prepare_for_create", "prepare_for_update", "qos_class"]

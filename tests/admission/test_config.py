@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -158,5 +159,5 @@ def test_console_script_exits_2() -> None:
 
 def test_dataclass_is_frozen() -> None:
     cfg = AdmissionConfig()
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.deadline = 1  # type: ignore[misc]

@@ -15,9 +15,9 @@ import trustme
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
+from devstack.launch import ServerProcess
 from fedplace.admission.lifecycle import Webhook
 from fedplace.common.kube_client import KubeApiError, kube_json, kube_stream
-from devstack.launch import ServerProcess
 from tests.admission.conftest import Harness, replicaset, review
 from tests.fixtures.kube import ScratchNamespaces
 

@@ -9,9 +9,9 @@ import pytest
 
 from fedplace.admission.decision import REASON_ENGINE, decide, loading
 from fedplace.admission.loading import LOADED_KEY, check_loaded
+from fedplace.common.kube_client import kube_json
 from fedplace.common.opa_query import OpaOutcome
 from fedplace.sync import loaded as sync_loaded
-from fedplace.common.kube_client import kube_json
 from tests.admission.conftest import Harness, eventually, replicaset
 from tests.admission.test_decide import request
 from tests.metrics import metric

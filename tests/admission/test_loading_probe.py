@@ -41,7 +41,8 @@ import jsonpatch
 import pytest
 from kubernetes_asyncio import client
 
-from devstack.federation import CLUSTER_CRD, CLUSTERS_PATH, cluster as federation_cluster
+from devstack.federation import CLUSTER_CRD, CLUSTERS_PATH
+from devstack.federation import cluster as federation_cluster
 from devstack.karmada import CLUSTERS as KARMADA_CLUSTERS
 from devstack.karmada import install_crds
 from devstack.karmada.standins import desired_binding

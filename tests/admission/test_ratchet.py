@@ -10,8 +10,17 @@ from typing import Any
 
 import pytest
 
-from fedplace.admission.decision import (RATCHET_DELETING, RATCHET_PREEXISTING, REASON_DENIED, OpaOutcome, decide,
-                                         introduced_errors, is_being_deleted, needs_old_query, policy_errors)
+from fedplace.admission.decision import (
+    RATCHET_DELETING,
+    RATCHET_PREEXISTING,
+    REASON_DENIED,
+    OpaOutcome,
+    decide,
+    introduced_errors,
+    is_being_deleted,
+    needs_old_query,
+    policy_errors,
+)
 from fedplace.admission.review import AdmissionRequest
 
 A, B, C = "pack: violation a", "pack: violation b", "pack: violation c"

@@ -20,11 +20,11 @@ import pytest
 from kubernetes_asyncio import client
 from prometheus_client import REGISTRY
 
-from fedplace.common.kube_client import kube_json
 from devstack.launch import free_port
+from fedplace.common.kube_client import kube_json
 from tests.admission.conftest import Harness, eventually, replicaset, review
-from tests.metrics import metric
 from tests.fixtures.loaded import write_loaded_record
+from tests.metrics import metric
 
 PREFS = "federation.kubernetes.io/replica-set-preferences"
 

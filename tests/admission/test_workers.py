@@ -23,9 +23,9 @@ import aiohttp
 import pytest
 from kubernetes_asyncio import client
 
+from devstack.launch import ServerProcess
 from fedplace.admission.config import ConfigError, load_config
 from fedplace.common.kube_client import kube_json
-from devstack.launch import ServerProcess
 from tests.admission.conftest import eventually, replicaset, review
 from tests.fixtures.kube import ScratchNamespaces
 

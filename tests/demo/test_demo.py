@@ -170,7 +170,7 @@ def test_the_printed_commands_work_as_printed(demo: Demo, tmp_path: Path) -> Non
     assert len(blocks) == 2, blocks  # the federation control plane and Karmada's
     path = kubectl_dir(tmp_path)
     ran: list[str] = []
-    for block, cluster in zip(blocks, ("gce-europe-west1", "member-frankfurt")):
+    for block, cluster in zip(blocks, ("gce-europe-west1", "member-frankfurt"), strict=True):
         assert block[0].startswith("export KUBECONFIG=")
         for command in block[1:]:
             got = run_printed(block, command, path, tmp_path)

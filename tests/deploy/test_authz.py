@@ -10,6 +10,7 @@ that builtin (``with opa.runtime as {"env": …}``).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import urllib.request
@@ -18,8 +19,8 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from fedplace.common.kube_client import Resource
 from devstack.launch import ServerProcess
+from fedplace.common.kube_client import Resource
 from fedplace.sync.indexes import index_path
 from tests.deploy.conftest import DEPLOY, SCRIPTS, container, expand_env, flag, run
 
@@ -229,7 +230,7 @@ def test_rotation_never_makes_two_pod_generations_refuse_each_other(authz: Rule,
     for step in ("--stage", "--promote", "--retire"):
         run([*script, step])
         phases.append(_phase(out))
-    for before, after in zip(phases, phases[1:]):
+    for before, after in itertools.pairwise(phases):
         for opa_env, _ in (before, after):
             for _, clients in (before, after):
                 assert allowed(authz, "GET", ["v1", "policies"], clients["sync"], opa_env)

@@ -42,15 +42,17 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from tests.deploy.conftest import DEPLOY, Rendered, pod_spec, render as kustomize_render
+from tests.deploy.conftest import DEPLOY, Rendered, pod_spec
+from tests.deploy.conftest import render as kustomize_render
 
 helm = pytest.importorskip("helm_python", reason="install the test extra (helm-python-sdk): the Helm v4 SDK")
 from helm_python import _native  # noqa: E402  (the C ABI: options the 0.2.2 wrappers do not expose)
+
 kubernetes_validate = pytest.importorskip("kubernetes_validate", reason="install the test extra (kubernetes-validate)")
+from kubernetes_asyncio import client  # noqa: E402
 from kubernetes_validate import utils as kv_utils  # noqa: E402
 
 from devstack.kube import crdschema  # noqa: E402
-from kubernetes_asyncio import client  # noqa: E402
 from fedplace.admission import register  # noqa: E402
 from fedplace.common.kube_client import KubeApiError, kube_json  # noqa: E402
 
@@ -468,8 +470,8 @@ def test_the_comparison_sees_a_difference(kustomize_builds: dict[str, list[dict[
 
 def test_karmada_sides_split_the_objects():
     host, karmada = (rendered(MATRIX[f"karmada-{side}"])[0] for side in KARMADA_SIDES)
-    sides = {side: {key(o) for o in objs} for side, objs in zip(KARMADA_SIDES, (host, karmada))}
-    for side, objs in zip(KARMADA_SIDES, (host, karmada)):
+    sides = {side: {key(o) for o in objs} for side, objs in zip(KARMADA_SIDES, (host, karmada), strict=True)}
+    for side, objs in zip(KARMADA_SIDES, (host, karmada), strict=True):
         assert {o["metadata"]["labels"]["fedplace.io/apply-to"] for o in objs} == {side, "both"}
     assert {k[1] for k in sides["host-cluster"]} >= {"Deployment", "Service", "Secret", "PodMonitor"}
     assert {k[1] for k in sides["karmada-apiserver"]} >= {"MutatingWebhookConfiguration", "ClusterRole",

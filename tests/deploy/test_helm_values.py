@@ -11,7 +11,6 @@ values is in test_helm.py (its MATRIX has "every-value").
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 import shutil
 from pathlib import Path
@@ -19,13 +18,32 @@ from typing import Any
 
 import pytest
 
-from tests.deploy.conftest import pod_spec
-from tests.deploy.test_helm import (
-    CHART, EVERY_VALUE, RELEASE, RELEASE_NS, Helm, chart, docs, everything, exists, find, helm, key, kube_version,
-    merged, normalise, path_of, play_controllers, render_files, rendered, roll_out, run_job, webhook_of,
-    WEBHOOK_PATH)  # noqa: F401  (chart: the module-scoped fixture)
 from fedplace.admission import register
 from fedplace.common.kube_client import KubeApiError, kube_json
+from tests.deploy.conftest import pod_spec
+from tests.deploy.test_helm import (
+    CHART,
+    EVERY_VALUE,
+    RELEASE,
+    RELEASE_NS,
+    WEBHOOK_PATH,  # noqa: F401  (chart: the module-scoped fixture)
+    Helm,
+    docs,
+    exists,
+    find,
+    helm,
+    key,
+    kube_version,
+    merged,
+    normalise,
+    path_of,
+    play_controllers,
+    render_files,
+    rendered,
+    roll_out,
+    run_job,
+    webhook_of,
+)
 
 OPA_NS, POLICY_NS = EVERY_VALUE["namespaces"]["opa"], EVERY_VALUE["namespaces"]["policy"]
 DEFAULT_NAMESPACES = ("opa", "kube-federation-scheduling-policy")
@@ -104,8 +122,9 @@ def test_namespaces_are_renamed_everywhere_deploy_names_them():
     karmada_webhook = webhook_of(objs)["webhooks"][0]["clientConfig"]
     assert karmada_webhook["url"] == f"https://fedplace-admission.{OPA_NS}.svc:443/mutate"
     # Self-signed: the serving certificates name the Services in the namespace the pods run in.
-    from cryptography import x509
     import base64
+
+    from cryptography import x509
     objs, _, _ = rendered({"namespaces": EVERY_VALUE["namespaces"]})
     tls = find(objs, "Secret", "opa-tls")
     cert = x509.load_pem_x509_certificate(base64.b64decode(tls["data"]["tls.crt"]))

@@ -20,9 +20,17 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.deploy.conftest import OVERLAYS, ROOT, Rendered, container, flag, pod_spec, render, rego_sources
-from tests.deploy.test_semantics import (EXEMPT, admission_args, covers, grants, mounted_secret, secret_key_for,
-                                         sync_config, webhooks)
+from tests.deploy.conftest import OVERLAYS, ROOT, Rendered, container, flag, pod_spec, rego_sources, render
+from tests.deploy.test_semantics import (
+    EXEMPT,
+    admission_args,
+    covers,
+    grants,
+    mounted_secret,
+    secret_key_for,
+    sync_config,
+    webhooks,
+)
 from tests.deploy.test_semantics import test_admission_rbac_is_exactly_what_it_uses as admission_rbac_is_exact
 from tests.deploy.test_semantics import test_rbac_has_no_wildcards_or_escalation as rbac_has_no_wildcards
 from tests.deploy.test_semantics import test_sync_rbac_follows_its_flags as sync_rbac_follows_its_flags

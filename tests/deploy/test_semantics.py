@@ -15,8 +15,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.deploy.conftest import (Rendered, container, containers, expand_env, flag, flags, pod_spec,
-                                   rego_sources)
+from tests.deploy.conftest import Rendered, container, containers, expand_env, flag, flags, pod_spec, rego_sources
 
 NS = "opa"
 POLICY_NS = "kube-federation-scheduling-policy"

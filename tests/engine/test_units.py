@@ -8,7 +8,15 @@ from devstack.engine import compiler
 from devstack.engine.evaluator import topdown_error
 from devstack.engine.state import conflict_view
 from devstack.engine.store import (
-    MISSING, StoreError, apply_patch, delete, lookup, parse_pointer, parse_url_path, put, read_path,
+    MISSING,
+    StoreError,
+    apply_patch,
+    delete,
+    lookup,
+    parse_pointer,
+    parse_url_path,
+    put,
+    read_path,
 )
 
 

@@ -40,8 +40,8 @@ from typing import Any
 
 import aiohttp
 
-from fedplace.common.kube_client import KubeApiError, kube_json
 from devstack.launch import ServerProcess
+from fedplace.common.kube_client import KubeApiError, kube_json
 from fedplace.sync.policy_status import MAX_STATUS_BYTES, STATUS_ANNOTATION
 
 __all__ = ["AdmissionFigures", "ConfigMapFigures", "fuzz_admission", "fuzz_configmaps", "proc_rss_mb"]

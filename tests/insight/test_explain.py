@@ -18,8 +18,19 @@ import yaml
 from devstack.karmada import RESOURCE_BINDINGS, install_crds
 from fedplace.common.kube_client import kube_json
 from fedplace.insight import explain
-from tests.insight.conftest import (EU, EXCLUDED, KARMADA_CLUSTERS, NS, PCI, PREFS, WHY, resource_binding, rs,
-                                    run_command, template)
+from tests.insight.conftest import (
+    EU,
+    EXCLUDED,
+    KARMADA_CLUSTERS,
+    NS,
+    PCI,
+    PREFS,
+    WHY,
+    resource_binding,
+    rs,
+    run_command,
+    template,
+)
 
 
 def lines_of(out: str) -> dict[str, str]:

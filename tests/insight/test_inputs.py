@@ -185,7 +185,7 @@ async def test_shared_decisions_are_the_per_object_decisions(data_set: int):
     finally:
         await evaluator.close()
     assert evaluations < len(inputs)
-    for obj, a, b in zip(inputs, shared, alone):
+    for obj, a, b in zip(inputs, shared, alone, strict=True):
         assert (a.value, a.error is None) == (b.value, b.error is None), obj
 
 

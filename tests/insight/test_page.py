@@ -28,20 +28,41 @@ import aiohttp
 import pytest
 import yaml
 
-from fedplace.common.kube_client import KubeApiError, Resource, kube_json
 from devstack.federation import CLUSTER_CRD, CLUSTERS_PATH
 from devstack.karmada import CLUSTERS as KARMADA_CLUSTERS_RES
 from devstack.karmada import RESOURCE_BINDINGS, install_crds
 from devstack.scratch import install_crd, unique_name
+from fedplace.common.kube_client import KubeApiError, Resource, kube_json
 from fedplace.insight import page, report
-from fedplace.insight.reasons import DEFAULT_SETTINGS, Rule, parse_selector, read_settings, requirement_matches, \
-    selector_words
-from fedplace.insight.view import CONSTRAINT_PREFIX, SELECTOR, SELECTOR_SOURCE, build_view, policy_entry, \
-    workload_entry
+from fedplace.insight.reasons import (
+    DEFAULT_SETTINGS,
+    Rule,
+    parse_selector,
+    read_settings,
+    requirement_matches,
+    selector_words,
+)
+from fedplace.insight.view import CONSTRAINT_PREFIX, SELECTOR, SELECTOR_SOURCE, build_view, policy_entry, workload_entry
 from fedplace.sync.app import SyncApp
 from fedplace.sync.config import parse_args
-from tests.insight.conftest import (EU, EXCLUDED, KARMADA_CLUSTERS, MANIFEST, NS, PCI, PREFS, ROOT, TEMPLATES, WHY,
-                                    cluster, karmada_cluster, resource_binding, rs, run_command, template)
+from tests.insight.conftest import (
+    EU,
+    EXCLUDED,
+    KARMADA_CLUSTERS,
+    MANIFEST,
+    NS,
+    PCI,
+    PREFS,
+    ROOT,
+    TEMPLATES,
+    WHY,
+    cluster,
+    karmada_cluster,
+    resource_binding,
+    rs,
+    run_command,
+    template,
+)
 
 RS = Resource("apps", "v1", "replicasets", True)
 DEPLOYMENTS = Resource("apps", "v1", "deployments", True)
@@ -305,10 +326,10 @@ def cell_reasons(view: dict[str, Any]) -> dict[tuple[str, str], str]:
     m = matrix_of(html)
     data = json.loads(html.split('<script type="application/json" id="matrix-reasons">')[1].split("</script>")[0])
     out = {}
-    for row, pattern in zip(m.rows, data["rows"]):
+    for row, pattern in zip(m.rows, data["rows"], strict=True):
         if pattern < 0:
             continue
-        for c, text in zip(m.columns, data["patterns"][pattern]):
+        for c, text in zip(m.columns, data["patterns"][pattern], strict=True):
             for w in row.workloads:
                 out[(w, c)] = data["texts"][text]
     return out
@@ -330,7 +351,7 @@ def test_each_cell_says_why():
     assert reasons[(f"{NS}/payments", "eu-3")].startswith("allowed, not used")  # a ReplicaSet needs no name label
     assert "PCI 1 ✗ ≥ 2" in reasons[(f"{NS}/payments", "eu-2")]
     # small matrices: every cell's reason is its tooltip once loaded (the script); large ones on hover
-    assert f"<=%d" not in page.render(kinds_view()) and f"<={page.EAGER_REASON_CELLS}" in page.render(kinds_view())
+    assert "<=%d" not in page.render(kinds_view()) and f"<={page.EAGER_REASON_CELLS}" in page.render(kinds_view())
 
 
 def test_policy_failures_come_first_and_selector_remediations_in_words():
@@ -544,7 +565,7 @@ async def remediated_view(placed: dict[str, Any], svc: SyncApp, headers: dict[st
     card-keys (PCI 2) too, payments (EU, PCI 2) has no cluster left (denied, its placement left as it
     was); storefront (EU) stays on eu-a and eu-b (eu-d has no name label); returns the view once
     all is in."""
-    api, ns, suffix = placed["api"], placed["ns"], placed["suffix"]
+    api, suffix = placed["api"], placed["suffix"]
     base = f"http://127.0.0.1:{svc.port}"
 
     async def view_has(check: Callable[[dict[str, Any]], bool]) -> bool:

@@ -11,8 +11,7 @@ import yaml
 from fedplace.insight import cli
 from fedplace.insight.evaluate import Decision
 from fedplace.insight.view import excluded_of
-from fedplace.insight.whatif import (LabelChange, Threshold, apply_labels, bindings_of, compare_bindings,
-                                     read_proposal)
+from fedplace.insight.whatif import LabelChange, Threshold, apply_labels, bindings_of, compare_bindings, read_proposal
 from fedplace.sync.config import parse_args
 from tests.insight.conftest import cluster
 

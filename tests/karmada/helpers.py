@@ -9,9 +9,9 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 from kubernetes_asyncio import client
 
-from fedplace.common.kube_client import KubeApiError, Resource, kube_json
 from devstack.karmada import RESOURCE_BINDINGS
 from devstack.karmada.standins import PP_PERMANENT_ID
+from fedplace.common.kube_client import KubeApiError, Resource, kube_json
 
 T = TypeVar("T")
 

@@ -10,10 +10,18 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from fedplace.common.kube_client import KubeApiError, kube_json
-from devstack.karmada import (CLUSTERS, CLUSTER_PROPAGATION_POLICIES, CLUSTER_RESOURCE_BINDINGS, DIGEST_ANNOTATION,
-                              PROPAGATION_POLICIES, RESOURCE_BINDINGS, crds, install_crds)
+from devstack.karmada import (
+    CLUSTER_PROPAGATION_POLICIES,
+    CLUSTER_RESOURCE_BINDINGS,
+    CLUSTERS,
+    DIGEST_ANNOTATION,
+    PROPAGATION_POLICIES,
+    RESOURCE_BINDINGS,
+    crds,
+    install_crds,
+)
 from devstack.scratch import CRDS_PATH, unique_name
+from fedplace.common.kube_client import KubeApiError, kube_json
 
 from .helpers import ClusterScoped, binding, get_binding, policy, wait_for
 
@@ -56,7 +64,8 @@ async def test_crds_install_and_are_served(karmada_api: client.ApiClient) -> Non
         group_version = f"{spec['group']}/{version}"
         kind, plural = spec["names"]["kind"], spec["names"]["plural"]
 
-        async def discovered() -> dict[str, Any] | None:  # a real server's discovery follows on its own time
+        async def discovered(group_version: str = group_version, plural: str = plural) -> dict[str, Any] | None:
+            # a real server's discovery follows on its own time
             try:
                 doc = await kube_json(karmada_api, "GET", f"/apis/{group_version}")
             except KubeApiError:

@@ -8,10 +8,10 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from fedplace.common.kube_client import KubeApiError, Resource, kube_json
 from devstack.karmada import CLUSTER_PROPAGATION_POLICIES, CLUSTER_RESOURCE_BINDINGS, PROPAGATION_POLICIES
 from devstack.karmada.standins import CPP_NAME, DEPLOYMENTS, PP_NAME, PP_NAMESPACE, Detector, TemplateKind
 from devstack.scratch import unique_name
+from fedplace.common.kube_client import KubeApiError, Resource, kube_json
 from tests.fixtures.kube import ScratchNamespaces
 from tests.kube.helpers import WebhookTLS, mwc_body, register_webhook, webhook_server
 

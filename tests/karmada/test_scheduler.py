@@ -9,10 +9,10 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from fedplace.common.kube_client import kube_json
 from devstack.karmada import CLUSTERS, PROPAGATION_POLICIES, RESOURCE_BINDINGS
 from devstack.karmada.standins import APPLIED_PLACEMENT, DEPLOYMENTS, Detector, Scheduler
 from devstack.scratch import unique_name
+from fedplace.common.kube_client import kube_json
 
 from .helpers import DEPLOYMENTS_PATH, ClusterScoped, binding, deployment, get_binding, policy, wait_for
 

@@ -3,18 +3,36 @@
 from __future__ import annotations
 
 import json
-
 from typing import Any
 
 import pytest
 
 from devstack.karmada import crds
-from devstack.karmada.standins import (APPLIED_PLACEMENT, CPP_NAME, CPP_PERMANENT_ID, PP_NAME, PP_NAMESPACE,
-                                       PP_PERMANENT_ID, NoClusterFits, Unschedulable, available_replicas,
-                                       binding_name, candidates, choose_clusters, choose_policy,
-                                       needs_scheduling, permanent_id_label, placement_changed, schedule,
-                                       cluster_matches, desired_binding, field_selector_matches,
-                                       label_selector_matches, selector_priority, target_clusters)
+from devstack.karmada.standins import (
+    APPLIED_PLACEMENT,
+    CPP_NAME,
+    CPP_PERMANENT_ID,
+    PP_NAME,
+    PP_NAMESPACE,
+    PP_PERMANENT_ID,
+    NoClusterFits,
+    Unschedulable,
+    available_replicas,
+    binding_name,
+    candidates,
+    choose_clusters,
+    choose_policy,
+    cluster_matches,
+    desired_binding,
+    field_selector_matches,
+    label_selector_matches,
+    needs_scheduling,
+    permanent_id_label,
+    placement_changed,
+    schedule,
+    selector_priority,
+    target_clusters,
+)
 
 
 def deployment(name: str, namespace: str = "ns", labels: dict[str, str] | None = None,

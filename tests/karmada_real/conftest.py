@@ -19,7 +19,7 @@ from tests.fixtures.karmada import Karmada
 from tests.fixtures.kube import ScratchNamespaces
 from tests.fixtures.stack import Stack
 from tests.karmada.helpers import policy
-from tests.packs.karmada.helpers import PCI, EU, deployment, fedplace_on_karmada
+from tests.packs.karmada.helpers import EU, PCI, deployment, fedplace_on_karmada
 
 MERGE = "application/merge-patch+json"
 PCI_LABEL = "pci-compliance-level"

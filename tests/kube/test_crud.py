@@ -14,7 +14,6 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
 from fedplace.common.kube_client import KubeApiError, kube_json
-
 from tests.fixtures.kube import KubeServer, ScratchNamespaces
 
 from .helpers import assert_status, raw, status_of, unique

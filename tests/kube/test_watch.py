@@ -10,8 +10,8 @@ import pytest
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.rest import ApiException
 
-from fedplace.common.kube_client import kube_json
 from devstack.scratch import create_namespace
+from fedplace.common.kube_client import kube_json
 
 from .helpers import collect, raw, unique
 

@@ -18,6 +18,7 @@ from devstack.kube.webhooks import ServiceResolver
 
 from .helpers import WebhookTLS, assert_status, b64_patch, mwc_body, register_webhook, status_of, unique, webhook_server
 
+
 async def annotate(review: dict[str, Any]) -> dict[str, Any]:
     obj = review["request"]["object"]
     ops = []

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from fedplace.common.config import ConfigError
-from fedplace.common.opa_query import OpaOutcome
 from devstack.launch import free_port
 from devstack.nodeadmit_demo import PACK, PACK_ORDER, pack_modules
+from fedplace.common.config import ConfigError
+from fedplace.common.opa_query import OpaOutcome
 from fedplace.nodeadmit.opa_plugin import (
     REASON_DENIED,
     REASON_POLICY_ERROR,

@@ -53,7 +53,7 @@ def same_json(a: Any, b: Any) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(same_json(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b, strict=True))
     return type(a) is type(b) and a == b
 
 

@@ -165,5 +165,5 @@ async def test_the_server_decides_the_same_with_the_index_the_sync_writes(opa):
                 reference.close()
             if not opa.external:
                 expected = [e.as_engine_sends() for e in expected]
-            wrong = [(i, a, e) for i, a, e in zip(inputs, answers, expected) if not a.agrees(e)]
+            wrong = [(i, a, e) for i, a, e in zip(inputs, answers, expected, strict=True) if not a.agrees(e)]
             assert not wrong, f"seed {SEED}: input {json.dumps(wrong[0][0])}\nserver: {wrong[0][1]}\nOPA: {wrong[0][2]}"

@@ -120,7 +120,7 @@ async def run_both(opa, path: tuple[str, ...], sets: DataSets) -> list[Case]:
                 expected = reference.evaluate_all(path, inputs)
             if not opa.external:  # the devstack engine: numbers out of the float range come as null
                 expected = [e.as_engine_sends() for e in expected]
-            out += [Case(doc, i, a, e) for i, a, e in zip(inputs, answers, expected)]
+            out += [Case(doc, i, a, e) for i, a, e in zip(inputs, answers, expected, strict=True)]
     return out
 
 
@@ -130,7 +130,7 @@ def opa_only(path: tuple[str, ...], sets: DataSets) -> list[Case]:
     out: list[Case] = []
     for doc, inputs in sets:
         with OpaSide(mods, doc) as reference:
-            out += [Case(doc, i, None, o) for i, o in zip(inputs, reference.evaluate_all(path, inputs))]
+            out += [Case(doc, i, None, o) for i, o in zip(inputs, reference.evaluate_all(path, inputs), strict=True)]
     return out
 
 

@@ -26,8 +26,8 @@ from fedplace.remediator.remediator import ApiObjectSource, Remediator
 from fedplace.sync.notifications import add_notifications_route
 from tests.fixtures.kube import ScratchNamespaces
 from tests.fixtures.stack import eventually
-from tests.remediator import workloads
 from tests.metrics import metric, metric_total
+from tests.remediator import workloads
 
 PREFS = "federation.kubernetes.io/replica-set-preferences"
 PCI = "policy.federation.alpha.kubernetes.io/pci-compliance-level"

@@ -92,7 +92,7 @@ async def policies(kube, kube_api, kube_namespaces: ScratchNamespaces) -> Polici
 
 
 @pytest.fixture
-async def start_sync(sync_starter, policies: Policies) -> Callable[..., Awaitable[SyncApp]]:
+async def start_sync(sync_starter, policies: Policies) -> Callable[..., Awaitable[SyncApp]]:  # noqa: F811 - fixture
     """test_sync's starter, for the policy namespace alone."""
 
     async def start(*extra: str, ready: bool = True, **servers: Any) -> SyncApp:

@@ -27,7 +27,7 @@ from fedplace.common.kube_client import kube_json
 from tests.fixtures.kube import ScratchNamespaces
 from tests.metrics import metric
 from tests.sync.test_policy_hardening import Policies, eventually, policies, start_sync  # noqa: F401 - fixtures
-from tests.sync.test_sync import RS, start_sync as sync_starter  # noqa: F401 - a fixture
+from tests.sync.test_sync import RS  # noqa: F401 - a fixture
 
 LAST_SYNC = "fedplace_sync_last_sync_timestamp_seconds"
 MODULES = "fedplace_sync_policy_modules"
@@ -48,7 +48,7 @@ async def scraped(port: int | None) -> str:
             return await r.text()
 
 
-async def test_policy_modules_gauge_follows_the_configmap(policies: Policies, start_sync):
+async def test_policy_modules_gauge_follows_the_configmap(policies: Policies, start_sync):  # noqa: F811 - fixtures
     svc = await start_sync()
     ns = policies.ns
     await policies.put("mixed", {"good.rego": "package fp_metrics.good\n\nx := 1\n",

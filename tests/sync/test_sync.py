@@ -20,15 +20,15 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 import aiohttp
 import pytest
 
+from devstack.federation import CLUSTER_CRD
 from fedplace.common.kube_client import KubeApiError, Resource, kube_json
 from fedplace.common.opa_client import OpaRequestError
-from devstack.federation import CLUSTER_CRD
 from fedplace.sync import loaded, replicated_root
 from fedplace.sync.app import SyncApp
+from fedplace.sync.cluster_index import cluster_index
 from fedplace.sync.config import parse_args
 from fedplace.sync.policy_status import STATUS_ANNOTATION
-from fedplace.sync.replicate import LAST_APPLIED, layout, strip
-from fedplace.sync.cluster_index import cluster_index
+from fedplace.sync.replicate import LAST_APPLIED, layout
 from fedplace.sync.subject_index import subject_index
 from tests.fixtures.kube import ScratchNamespaces
 from tests.metrics import metric, metric_total
@@ -383,7 +383,7 @@ async def test_opa_wiped_is_restored(world, opa, start_sync):
     """Every policy and document lost (an OPA restart, as the sync sees it: through the
     public API on a real OPA) is put back within seconds."""
     api = world
-    svc = await start_sync("--policy-namespace", POLICY_NS)
+    await start_sync("--policy-namespace", POLICY_NS)
     # "a-user" imports "b-lib": on a re-push it loads first, fails, and must be retried.
     await put_configmap(api, "b-lib", {"l.rego": "package fedtest.lib\n\ndouble(x) := x * 2\n"})
     await put_configmap(api, "a-user", {"u.rego": "package fedtest.user\n\nimport data.fedtest.lib\n\nfour := lib.double(2)\n"})

@@ -11,6 +11,7 @@ import pytest
 import trustme
 from aiohttp import web
 
+from devstack.launch import free_port
 from fedplace.common.opa_client import (
     OpaClient,
     OpaMalformedResponse,
@@ -20,7 +21,6 @@ from fedplace.common.opa_client import (
     OpaUnavailable,
 )
 from fedplace.common.opa_http import OpaConnectionPool
-from devstack.launch import free_port
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

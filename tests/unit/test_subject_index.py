@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from fedplace.common.kube_client import Resource
-from fedplace.sync.replicate import layout
 from fedplace.sync.indexes import index_path
+from fedplace.sync.replicate import layout
 from fedplace.sync.subject_index import indexed, subject_index
 
 CRB = Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings", False)

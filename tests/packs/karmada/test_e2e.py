@@ -23,8 +23,8 @@ from kubernetes_asyncio import client
 from devstack.karmada import CLUSTERS, PROPAGATION_POLICIES, RESOURCE_BINDINGS, install_crds
 from devstack.karmada.standins import DEPLOYMENTS, Detector, Scheduler
 from fedplace.common.kube_client import KubeApiError, kube_json
-from tests.fixtures.kube import ScratchNamespaces
 from tests.fixtures.karmada import skip_when_real_karmada
+from tests.fixtures.kube import ScratchNamespaces
 from tests.fixtures.stack import eventually
 from tests.metrics import metric
 

@@ -60,7 +60,7 @@ def limit_item(rng: random.Random, pools: dict[str, list[str]] = POOLS) -> dict[
         fields = [f for f in ("min", "defaultRequest", "default", "max") if rng.random() < 0.3
                   and (type_ == "Container" or f in ("min", "max"))]
         # ValidateLimitRange: min <= defaultRequest <= default <= max, as stored (defaults applied)
-        for f, v in zip(fields, _ordered(rng, r, len(fields), pools)):
+        for f, v in zip(fields, _ordered(rng, r, len(fields), pools), strict=True):
             item.setdefault(f, {})[r] = v
         if rng.random() < 0.25 and r == "cpu":
             item.setdefault("maxLimitRequestRatio", {})[r] = rng.choice(RATIOS)
@@ -105,7 +105,7 @@ def container(rng: random.Random, name: str, sidecar: bool = False,
     resources: dict[str, dict[str, str]] = {}
     for r in POOLS:
         has = [k for k in ("requests", "limits") if rng.random() < 0.5]
-        for k, v in zip(has, _ordered(rng, r, len(has), pools)):  # request <= limit, as validation demands
+        for k, v in zip(has, _ordered(rng, r, len(has), pools), strict=True):  # request <= limit, as validation demands
             resources.setdefault(k, {})[r] = v
     if resources or rng.random() < 0.3:
         c["resources"] = resources

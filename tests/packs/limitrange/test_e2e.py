@@ -32,7 +32,6 @@ from tests.packs.limitrange.k8s_limitranger import admit
 from tests.packs.limitrange.reference import container, item, lr
 
 
-
 async def put_configmap(api: client.ApiClient, namespace: str, name: str, data: dict[str, str]) -> None:
     await kube_json(api, "POST", f"/api/v1/namespaces/{namespace}/configmaps", body={
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data})

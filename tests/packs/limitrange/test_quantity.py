@@ -69,7 +69,7 @@ def comparable(q: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("values", [EXAMPLES, generated()], ids=["examples", "generated"])
 async def test_parser_matches_kubernetes(evaluator: Evaluator, values: list[str]):
     got = await evaluator.parse_all(values)
-    wrong = [(v, comparable(g), expected(v)) for v, g in zip(values, got) if comparable(g) != expected(v)]
+    wrong = [(v, comparable(g), expected(v)) for v, g in zip(values, got, strict=True) if comparable(g) != expected(v)]
     assert not wrong, f"{len(wrong)} of {len(values)} differ, e.g. {wrong[:5]}"
 
 

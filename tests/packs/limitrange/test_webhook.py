@@ -15,11 +15,16 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import pytest
-
 from devstack.federation import cluster
 from tests.packs.limitrange import harness
-from tests.packs.limitrange.conftest import POLICY_PREFIX, Stack, apply_response, dependency_order, load_modules, pack_modules
+from tests.packs.limitrange.conftest import (
+    POLICY_PREFIX,
+    Stack,
+    apply_response,
+    dependency_order,
+    load_modules,
+    pack_modules,
+)
 from tests.packs.limitrange.k8s_limitranger import set_defaults_pod
 from tests.packs.limitrange.reference import CASES, container, item, lr, pod
 

@@ -18,10 +18,27 @@ import jsonpatch
 import pytest
 
 from fedplace.admission.patches import build_patch
-from tests.packs.schedulingpolicy.helpers import (API_SERVER_POD_SPEC, API_SERVER_TOLERATIONS, POD_SPEC_PATH, RK, ROOT,
-                                                  SETTINGS_ID, binding, everyone_may_use, group, modules, pod_spec_of,
-                                                  policy, priority_class, sa, settings_module, use_role, user,
-                                                  workload, world)
+from tests.packs.schedulingpolicy.helpers import (
+    API_SERVER_POD_SPEC,
+    API_SERVER_TOLERATIONS,
+    POD_SPEC_PATH,
+    RK,
+    ROOT,
+    SETTINGS_ID,
+    binding,
+    everyone_may_use,
+    group,
+    modules,
+    pod_spec_of,
+    policy,
+    priority_class,
+    sa,
+    settings_module,
+    use_role,
+    user,
+    workload,
+    world,
+)
 
 NS = "team-a"
 PK = "preferredDuringSchedulingIgnoredDuringExecution"

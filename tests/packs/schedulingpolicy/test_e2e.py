@@ -19,15 +19,25 @@ import aiohttp
 import pytest
 import yaml
 
-from fedplace.common.kube_client import KubeApiError, Resource, kube_json, kube_stream
 from devstack.schedulingpolicy import COMPONENT, SYNC_FLAGS, component, pack_sources
 from devstack.scratch import install_crd
+from fedplace.common.kube_client import KubeApiError, Resource, kube_json, kube_stream
 from fedplace.sync.policy_status import STATUS_ANNOTATION
 from tests.admission.conftest import eventually
 from tests.fixtures.kube import ScratchNamespaces
 from tests.fixtures.stack import rules, webhook_stack
-from tests.packs.schedulingpolicy.helpers import (API_SERVER_TOLERATIONS, GROUP, POD_SPEC_PATH, ROOT, binding,
-                                                  pod_spec_of, policy, priority_class, use_role, workload)
+from tests.packs.schedulingpolicy.helpers import (
+    API_SERVER_TOLERATIONS,
+    GROUP,
+    POD_SPEC_PATH,
+    ROOT,
+    binding,
+    pod_spec_of,
+    policy,
+    priority_class,
+    use_role,
+    workload,
+)
 
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 # A real API server serves a new CRD asynchronously: Established, then discovery

@@ -223,7 +223,7 @@ class Harness:
 
     async def answers(self, cases: list[Case]) -> dict[Case, Answer]:
         accounts = sorted({(c.namespace, c.service_account) for c in cases})
-        grants = dict(zip(accounts, await asyncio.gather(*(self.granted(*a) for a in accounts))))
+        grants = dict(zip(accounts, await asyncio.gather(*(self.granted(*a) for a in accounts)), strict=True))
         limit = asyncio.Semaphore(8)
 
         async def one(case: Case) -> tuple[bool, str]:
@@ -231,7 +231,7 @@ class Harness:
                 return await self.review(case)
 
         reviews = await asyncio.gather(*(one(c) for c in cases))
-        return {c: Answer(grants[(c.namespace, c.service_account)], *r) for c, r in zip(cases, reviews)}
+        return {c: Answer(grants[(c.namespace, c.service_account)], *r) for c, r in zip(cases, reviews, strict=True)}
 
     async def mismatches(self, cases: list[Case]) -> tuple[dict[Case, Answer], dict[Case, Answer]]:
         """All answers, and those where the pack and the authorizer differ. A difference is
@@ -313,7 +313,7 @@ async def replicating(opa: Any, kube: Any, api: Any, policy_ns: str, tmp_path: P
     try:
         for cm in configmaps:
             name = cm["metadata"]["name"]
-            await eventually(lambda: policy_loaded(api, policy_ns, name), 20, f"ConfigMap {name} loaded")
+            await eventually(lambda name=name: policy_loaded(api, policy_ns, name), 20, f"ConfigMap {name} loaded")
         await eventually(lambda: asyncio.sleep(0, sync.is_ready()), 20, "the sync to be ready")
         yield sync
     finally:
@@ -522,7 +522,7 @@ def informative(answers: dict[Case, Answer], seed: int) -> None:
         return
     message = f"seed {seed}: {allowed} of {len(answers)} cases allowed, a world telling nothing apart"
     assert seed not in DEFAULT_SEEDS, message
-    warnings.warn(message)
+    warnings.warn(message, stacklevel=2)
 
 
 @pytest.mark.parametrize("seed", SEEDS)

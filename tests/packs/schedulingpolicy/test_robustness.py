@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from devstack.schedulingpolicy import modules
-from tests.policies.suite import opa_engine
 from tests.packs.schedulingpolicy.helpers import RK, everyone_may_use, policy, workload, world
+from tests.policies.suite import opa_engine
 
 SEED = 20251123
 CASES = 200
