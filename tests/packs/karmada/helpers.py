@@ -4,12 +4,14 @@ the policy ConfigMaps deploy/ ships plus the settings module ``control_plane := 
 
 from __future__ import annotations
 
+import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator, Sequence
+from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 
 from kubernetes_asyncio import client
 
+from devstack.karmada import CLUSTERS
 from fedplace.common.kube_client import KubeApiError, kube_json
 from fedplace.insight.view import excluded_of
 from tests.fixtures.stack import Stack, eventually, policy_loaded, webhook_stack
@@ -55,6 +57,36 @@ def cluster(name: str, region: str, pci: str, run: str) -> dict[str, Any]:
     return {"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
             "metadata": {"name": name, "labels": {"pci-compliance-level": pci, "fedplace-test": run}},
             "spec": {"region": region, "provider": "aws", "syncMode": "Push"}}
+
+
+# The three Karmada Clusters the end-to-end tests place on: role, region, PCI level.
+THREE_CLUSTERS = (("eu1", "eu-west-1", "3"), ("eu2", "europe-west4", "1"), ("us1", "us-east-1", "3"))
+
+Create = Callable[[client.ApiClient, str, str, str, str], Awaitable[Any]]
+
+
+async def post_cluster(api: client.ApiClient, name: str, region: str, pci: str, run: str) -> None:
+    await kube_json(api, "POST", CLUSTERS.collection_path(None), body=cluster(name, region, pci, run))
+
+
+@asynccontextmanager
+async def three_clusters(api: client.ApiClient, create: Create = post_cluster) -> AsyncIterator[tuple[dict[str, str], str]]:
+    """The Clusters of :data:`THREE_CLUSTERS`, each named ``<role>-<run>`` and made by
+    ``create(api, name, region, pci, run)``; deleted on exit. Yields (role -> name, run)."""
+    run = uuid.uuid4().hex[:6]
+    names = {role: f"{role}-{run}" for role, _, _ in THREE_CLUSTERS}
+    created: list[str] = []
+    try:
+        for role, region, pci in THREE_CLUSTERS:
+            await create(api, names[role], region, pci, run)
+            created.append(names[role])
+        yield names, run
+    finally:
+        for name in created:
+            try:
+                await kube_json(api, "DELETE", CLUSTERS.object_path(name, None))
+            except KubeApiError:
+                pass
 
 
 def excluded(obj: dict[str, Any], clusters: dict[str, str]) -> list[str]:

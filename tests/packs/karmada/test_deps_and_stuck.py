@@ -12,16 +12,15 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import uuid
 from pathlib import Path
 from typing import Any, AsyncIterator
 
 import pytest
 from kubernetes_asyncio import client
 
-from devstack.karmada import CLUSTERS, PROPAGATION_POLICIES, RESOURCE_BINDINGS, install_crds
+from devstack.karmada import PROPAGATION_POLICIES, RESOURCE_BINDINGS, install_crds
 from devstack.karmada.standins import DEPLOYMENTS, Detector
-from fedplace.common.kube_client import KubeApiError, kube_json
+from fedplace.common.kube_client import kube_json
 from fedplace.insight import explain
 from fedplace.insight.page import render, sync_view
 from tests.fixtures.kube import ScratchNamespaces
@@ -33,11 +32,11 @@ from tests.packs.karmada.helpers import (
     PCI,
     WHY,
     app_reading_config,
-    cluster,
     deployment,
     excluded,
     fedplace_on_karmada,
     replicated,
+    three_clusters,
 )
 
 BINDINGS = "work.karmada.io/v1alpha2/resourcebindings"
@@ -50,25 +49,13 @@ async def karmada(opa: Any, kube: Any, kube_api: client.ApiClient, kube_namespac
     """Three Karmada Clusters (EU PCI 3, EU PCI 1, US PCI 3), the webhook and opa-kube-sync
     replicating Clusters, Deployments, ConfigMaps and ResourceBindings, remediating bindings."""
     await install_crds(kube_api)
-    suffix = uuid.uuid4().hex[:6]
-    names = {"eu1": f"eu1-{suffix}", "eu2": f"eu2-{suffix}", "us1": f"us1-{suffix}"}
-    created: list[str] = []
     policy_ns = await kube_namespaces.create("kds-policy")
     app_ns = await kube_namespaces.create("kds-shop")
-    try:
-        for key, region, pci in (("eu1", "eu-west-1", "3"), ("eu2", "europe-west4", "1"), ("us1", "us-east-1", "3")):
-            await kube_json(kube_api, "POST", CLUSTERS.collection_path(None), body=cluster(names[key], region, pci, suffix))
-            created.append(names[key])
-        async with fedplace_on_karmada(opa, kube, kube_api, tmp_path, policy_ns=policy_ns, app_ns=app_ns,
-                                       replicate=["v1/configmaps"]) as stack:
-            yield {"api": kube_api, "opa": opa, "ns": app_ns, "clusters": names, "sync": stack.sync, "tmp": tmp_path,
-                   "detector": Detector(kube_api, [DEPLOYMENTS], namespaces=[app_ns])}
-    finally:
-        for name in created:
-            try:
-                await kube_json(kube_api, "DELETE", CLUSTERS.object_path(name, None))
-            except KubeApiError:
-                pass
+    async with three_clusters(kube_api) as (names, _), \
+            fedplace_on_karmada(opa, kube, kube_api, tmp_path, policy_ns=policy_ns, app_ns=app_ns,
+                                replicate=["v1/configmaps"]) as stack:
+        yield {"api": kube_api, "opa": opa, "ns": app_ns, "clusters": names, "sync": stack.sync, "tmp": tmp_path,
+               "detector": Detector(kube_api, [DEPLOYMENTS], namespaces=[app_ns])}
 
 
 async def binding(api: client.ApiClient, ns: str, name: str) -> dict[str, Any]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from pathlib import Path
 from typing import Any, AsyncIterator
 
@@ -28,7 +27,18 @@ from tests.fixtures.kube import ScratchNamespaces
 from tests.fixtures.stack import eventually
 from tests.metrics import metric
 
-from .helpers import ADDED, EU, EXCLUDED, PCI, WHY, cluster, deployment, excluded, fedplace_on_karmada, replicated
+from .helpers import (
+    ADDED,
+    EU,
+    EXCLUDED,
+    PCI,
+    WHY,
+    deployment,
+    excluded,
+    fedplace_on_karmada,
+    replicated,
+    three_clusters,
+)
 
 
 def propagation_policy(name: str, template: str, affinity: dict[str, Any]) -> dict[str, Any]:
@@ -43,26 +53,14 @@ async def karmada(opa: Any, kube: Any, kube_api: client.ApiClient, kube_namespac
     """The whole path, with three Karmada Clusters (EU PCI 3, EU PCI 1, US PCI 3)."""
     skip_when_real_karmada()
     await install_crds(kube_api)
-    suffix = uuid.uuid4().hex[:6]
-    names = {"eu1": f"eu1-{suffix}", "eu2": f"eu2-{suffix}", "us1": f"us1-{suffix}"}
-    created: list[str] = []
     policy_ns = await kube_namespaces.create("kd-policy")
     app_ns = await kube_namespaces.create("kd-shop")
-    try:
-        for key, region, pci in (("eu1", "eu-west-1", "3"), ("eu2", "europe-west4", "1"), ("us1", "us-east-1", "3")):
-            await kube_json(kube_api, "POST", CLUSTERS.collection_path(None), body=cluster(names[key], region, pci, suffix))
-            created.append(names[key])
-        async with fedplace_on_karmada(opa, kube, kube_api, tmp_path, policy_ns=policy_ns, app_ns=app_ns):
-            yield {"api": kube_api, "opa": opa, "ns": app_ns, "clusters": names,
-                   "detector": Detector(kube_api, [DEPLOYMENTS], namespaces=[app_ns]),
-                   "scheduler": Scheduler(kube_api, namespaces=[app_ns], cluster_bindings=False,
-                                          cluster_selector=f"fedplace-test={suffix}")}
-    finally:
-        for name in created:
-            try:
-                await kube_json(kube_api, "DELETE", CLUSTERS.object_path(name, None))
-            except KubeApiError:
-                pass
+    async with three_clusters(kube_api) as (names, suffix), \
+            fedplace_on_karmada(opa, kube, kube_api, tmp_path, policy_ns=policy_ns, app_ns=app_ns):
+        yield {"api": kube_api, "opa": opa, "ns": app_ns, "clusters": names,
+               "detector": Detector(kube_api, [DEPLOYMENTS], namespaces=[app_ns]),
+               "scheduler": Scheduler(kube_api, namespaces=[app_ns], cluster_bindings=False,
+                                      cluster_selector=f"fedplace-test={suffix}")}
 
 
 async def binding(api: client.ApiClient, ns: str, name: str) -> dict[str, Any]:

@@ -17,7 +17,6 @@ the devstack's). fedplace's sync and webhook run in process, as in test_e2e.py.
 from __future__ import annotations
 
 import time
-import uuid
 from pathlib import Path
 from typing import Any, AsyncIterator
 
@@ -29,7 +28,15 @@ from fedplace.common.kube_client import KubeApiError, kube_json
 from tests.fixtures.kube import ScratchNamespaces
 from tests.fixtures.stack import eventually
 from tests.metrics import metric
-from tests.packs.karmada.helpers import EU, PCI, app_reading_config, deployment, fedplace_on_karmada, replicated
+from tests.packs.karmada.helpers import (
+    EU,
+    PCI,
+    app_reading_config,
+    deployment,
+    fedplace_on_karmada,
+    replicated,
+    three_clusters,
+)
 from tests.packs.karmada.test_deps_and_stuck import BINDINGS, binding, events
 
 pytestmark = pytest.mark.karmada_real  # skipped unless real Karmada runs (tests/fixtures/karmada.py)
@@ -75,24 +82,12 @@ async def member(api: client.ApiClient, name: str, region: str, pci: str, run: s
 @pytest.fixture
 async def karmada(opa: Any, kube: Any, kube_api: client.ApiClient, kube_namespaces: ScratchNamespaces,
                   tmp_path: Path) -> AsyncIterator[dict[str, Any]]:
-    suffix = uuid.uuid4().hex[:6]
-    names = {"eu1": f"eu1-{suffix}", "eu2": f"eu2-{suffix}", "us1": f"us1-{suffix}"}
-    created: list[str] = []
     policy_ns = await kube_namespaces.create("kr-policy")
     app_ns = await kube_namespaces.create("kr-shop")
-    try:
-        for key, region, pci in (("eu1", "eu-west-1", "3"), ("eu2", "europe-west4", "1"), ("us1", "us-east-1", "3")):
-            await member(kube_api, names[key], region, pci, suffix)
-            created.append(names[key])
-        async with fedplace_on_karmada(opa, kube, kube_api, tmp_path, policy_ns=policy_ns, app_ns=app_ns,
-                                       replicate=["v1/configmaps"]):
-            yield {"api": kube_api, "opa": opa, "ns": app_ns, "clusters": names, "run": suffix}
-    finally:
-        for name in created:
-            try:
-                await kube_json(kube_api, "DELETE", CLUSTERS.object_path(name, None))
-            except KubeApiError:
-                pass
+    async with three_clusters(kube_api, create=member) as (names, suffix), \
+            fedplace_on_karmada(opa, kube, kube_api, tmp_path, policy_ns=policy_ns, app_ns=app_ns,
+                                replicate=["v1/configmaps"]):
+        yield {"api": kube_api, "opa": opa, "ns": app_ns, "clusters": names, "run": suffix}
 
 
 def policy(name: str, run: str, **spec: Any) -> dict[str, Any]:
