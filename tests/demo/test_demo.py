@@ -217,22 +217,14 @@ def test_sigterm_stops_every_server(demo: Demo) -> None:
     stop_with(demo, signal.SIGTERM)
 
 
-@pytest.mark.timeout(900)
-def test_sigint_stops_every_server(tmp_path: Path) -> None:
-    running = start_demo(tmp_path / "demo")
-    try:
-        running.wait_ready()
-        stop_with(running, signal.SIGINT)
-    finally:
-        stop_left_over(running, descendants(running.proc.pid) if running.proc.poll() is None else set())
-
-
 @pytest.mark.timeout(600)
-def test_sigterm_during_the_steps_stops_every_server(tmp_path: Path) -> None:
-    """A signal while the steps run (here: once the webhook is registered) stops what has started."""
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_during_the_steps_stops_every_server(tmp_path: Path, signum: int) -> None:
+    """A signal while the steps run (here: once the webhook is registered) stops what has started;
+    SIGTERM once everything runs: test_sigterm_stops_every_server."""
     running = start_demo(tmp_path / "demo")
     try:
         running.wait_ready("webhook registered")
-        stop_with(running, signal.SIGTERM, servers_expected=4)
+        stop_with(running, signum, servers_expected=4)
     finally:
         stop_left_over(running, descendants(running.proc.pid) if running.proc.poll() is None else set())

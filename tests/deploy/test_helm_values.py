@@ -26,8 +26,9 @@ from tests.deploy.test_helm import (
     EVERY_VALUE,
     RELEASE,
     RELEASE_NS,
-    WEBHOOK_PATH,  # noqa: F401  (chart: the module-scoped fixture)
+    WEBHOOK_PATH,
     Helm,
+    chart,  # noqa: F401 - the module-scoped fixture
     docs,
     exists,
     find,
@@ -57,7 +58,7 @@ def workloads(objs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {o["metadata"]["name"]: o for o in objs if o["kind"] in ("Deployment", "Job")}
 
 
-def test_image_repository_is_required_with_a_way_out(chart: Any):
+def test_image_repository_is_required_with_a_way_out(chart: Any):  # noqa: F811 - the fixture
     with pytest.raises(helm.HelmRenderError, match=r"image.repository is required: .*Dockerfile.*push it") as err:
         render_files(chart, {}, image=False)
     assert '"The image"' in str(err.value)
@@ -138,7 +139,8 @@ def test_namespaces_are_renamed_everywhere_deploy_names_them():
     ({"namespaces": {"opa": "fedplace-system"}}, "fedplace-system", "another, existing namespace"),
     ({"namespaces": {"policy": "fedplace-policies"}}, "fedplace-policies", "another, existing namespace"),
 ], ids=["same", "policy-named-opa", "release-in-opa", "release-in-policy"])
-def test_namespaces_that_would_not_work_are_refused(chart: Any, values: dict[str, Any], namespace: str, message: str):
+def test_namespaces_that_would_not_work_are_refused(chart: Any, values: dict[str, Any], namespace: str,  # noqa: F811
+                                                    message: str):
     with pytest.raises(helm.HelmRenderError, match=message):
         render_files(chart, values, namespace=namespace)
 

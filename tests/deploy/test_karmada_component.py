@@ -465,11 +465,12 @@ def test_karmada_mode_decides_bindings_and_templates_not_federation_annotations(
     binding = {"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
                "metadata": {"name": "pay-deployment", "namespace": "shop", "annotations": {}},
                "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "shop",
-                                     "name": "pay"}}}
+                                     "name": "pay"},
+                        "placement": {}}}  # as Karmada's detector writes it (none: an attached binding)
     d = evaluate(engine(r), decision, binding)
     assert d["annotations"]["fedplace.io/excluded-clusters"] == ["us-1"]
     assert not d.get("errors")
-    assert {"op": "add", "path": "/spec/placement", "value": {"clusterAffinity": {"exclude": ["us-1"]}}} in \
+    assert {"op": "add", "path": "/spec/placement/clusterAffinity", "value": {"exclude": ["us-1"]}} in \
         d["patches"]["karmada"]
     # A template no cluster satisfies is denied in karmada mode.
     nowhere = {"apiVersion": "apps/v1", "kind": "Deployment",

@@ -28,6 +28,7 @@ from tests.fixtures.kube import ScratchNamespaces
 from tests.metrics import metric
 from tests.sync.test_policy_hardening import Policies, eventually, policies, start_sync  # noqa: F401 - fixtures
 from tests.sync.test_sync import RS  # noqa: F401 - a fixture
+from tests.sync.test_sync import start_sync as sync_starter  # noqa: F401 - a fixture start_sync uses
 
 LAST_SYNC = "fedplace_sync_last_sync_timestamp_seconds"
 MODULES = "fedplace_sync_policy_modules"
@@ -83,7 +84,7 @@ async def test_policy_modules_gauge_follows_the_configmap(policies: Policies, st
 
 
 async def test_last_sync_gauge_holds_while_writes_wait(kube_api: Any, kube_namespaces: ScratchNamespaces, opa: Any,
-                                                       opa_proxy: Any, sync_starter):
+                                                       opa_proxy: Any, sync_starter):  # noqa: F811 - the fixture
     ns = await kube_namespaces.create("lastsync")
     await sync_starter(opa=opa_proxy)
     assert abs(metric(LAST_SYNC, resource=REPLICASETS) - time.time()) < 1  # in sync: now
