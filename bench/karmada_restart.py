@@ -365,7 +365,7 @@ async def run(args: argparse.Namespace, tmp: Path) -> Figures:
                 "--replicate-cluster", "cluster.karmada.io/v1alpha1/clusters",
                 "--replicate-ignore-namespaces", f"{policy_ns},{lease_ns}", "--policy-namespace", policy_ns,
                 "--remediate", "enforce", "--remediate-resource", "work.karmada.io/v1alpha2/resourcebindings",
-                "--remediate-max-fraction", "1", "--remediate-max-chunk", "250",
+                "--remediate-max-fraction", "1", "--remediate-max-chunk", "1000",
                 "--leader-election-namespace", lease_ns, "--log-level", "info", *args.sync_arg],
                 "/healthz", tmp)
             hook.start(timeout=60)
@@ -410,6 +410,11 @@ async def run(args: argparse.Namespace, tmp: Path) -> Figures:
                                                              f"{proc_mb(cm.pid, 'VmHWM'):.0f} MB)",
                                "opa-kube-sync": rss_of(sync), "fedplace-admission": rss_of(hook),
                                "OPA": rss_of(opa.process, opa.url), "kube-apiserver": rss_of(None, kube.api.configuration.host)}
+            # Reported before the clean-up: deleting thousands of Works can outlast the run.
+            fig.described = srv.describe()
+            fig.load = (fig.load[0], os.getloadavg()[0])
+            report(fig, args)
+            sys.stdout.flush()
         finally:
             for proc in (sync, hook):
                 if proc is not None:
@@ -431,8 +436,6 @@ async def run(args: argparse.Namespace, tmp: Path) -> Figures:
                         await kube_json(api, "DELETE", path, timeout=300)
                     except KubeApiError:
                         pass
-        fig.described = srv.describe()
-    fig.load = (fig.load[0], os.getloadavg()[0])
     return fig
 
 
@@ -487,7 +490,7 @@ def main() -> None:
     args = p.parse_args()
     t0 = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="bench-karmada-restart-"))  # kept: the services' logs
-    report(asyncio.run(run(args, tmp)), args)
+    asyncio.run(run(args, tmp))  # prints the report itself, before its clean-up
     print(f"- logs: {tmp}")
     print(f"\n- bench wall time: {time.perf_counter() - t0:.0f} s")
 

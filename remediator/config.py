@@ -61,6 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="abort a pass that would patch more than this share of the objects")
     g.add_argument("--remediate-rate", type=float, default=500.0, metavar="PATCHES_PER_SECOND",
                    help="upper bound on patches sent per second")
+    g.add_argument("--remediate-concurrency", type=int, default=16, metavar="PATCHES",
+                   help="patches of a pass in flight at once")
     g.add_argument("--remediate-chunk", type=int, default=250, metavar="OBJECTS",
                    help="objects evaluated by a pass's first query; patches start once it is answered, and "
                         "each next query asks for twice as many, up to --remediate-max-chunk")
@@ -96,6 +98,8 @@ def settings_from_args(args: argparse.Namespace) -> RemediatorSettings:
         raise ValueError("--remediate-interval must be positive")
     if args.remediate_debounce < 0:
         raise ValueError("--remediate-debounce must not be negative")
+    if args.remediate_concurrency < 1:
+        raise ValueError("--remediate-concurrency must be at least 1")
     if args.remediate_chunk < 1:
         raise ValueError("--remediate-chunk must be at least 1")
     if args.remediate_max_chunk < args.remediate_chunk:
@@ -116,6 +120,7 @@ def settings_from_args(args: argparse.Namespace) -> RemediatorSettings:
         debounce=args.remediate_debounce,
         max_fraction=args.remediate_max_fraction,
         rate=args.remediate_rate,
+        concurrency=args.remediate_concurrency,
         chunk=args.remediate_chunk,
         max_chunk=args.remediate_max_chunk,
         notifications_token_file=args.notifications_token_file,

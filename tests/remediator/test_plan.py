@@ -102,6 +102,13 @@ def test_chunk_flags():
             parse(argv)
 
 
+def test_concurrency_flag():
+    assert parse([]).concurrency == 16
+    assert parse(["--remediate-concurrency", "4"]).concurrency == 4
+    with pytest.raises(ValueError, match="--remediate-concurrency"):
+        parse(["--remediate-concurrency", "0"])
+
+
 def test_lease_duration_flag():
     assert parse([]).lease_duration == 15.0
     assert parse(["--leader-election-lease-duration", "2.5"]).lease_duration == 2.5
