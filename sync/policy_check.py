@@ -2,7 +2,7 @@
 
 A module is refused (:meth:`ModuleCheck.refusal`) when its size or rule count
 is over :class:`Limits` (also the namespace's total), or when its package —
-read by :mod:`fedplace.sync.rego_scan`, a lexer following OPA's parser, never a
+read by :mod:`fedplace.common.rego_scan`, a lexer following OPA's parser, never a
 line match — is ``data.system…`` or cannot be read, unless allowed
 (``allow_system``): ``data.system`` configures OPA itself (``system.authz``
 decides who may call OPA's API), and write access to a policy ConfigMap must
@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from fedplace.sync.rego_scan import Outline, RegoScanError, RuleHead, outline, package_clause, rules_of
+from fedplace.common.rego_scan import Outline, RegoScanError, RuleHead, outline, package_clause, rules_of
 
 __all__ = ["Limits", "ModuleCheck", "data_hash", "module_error", "module_ids", "normalize_errors",
            "reserved_package_error"]

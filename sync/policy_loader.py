@@ -21,7 +21,7 @@ informer handler for one namespace (:class:`PolicyHandler`):
   until the API server took it (:meth:`PolicyHandler.run_retries` schedules
   what did not go through), and kept in the gauge ``fedplace_sync_policy_modules``
   (modules ok / failing now, per ConfigMap; its series go with the ConfigMap);
-* after loading, rules that several modules define (:mod:`fedplace.sync.rego_scan`'s
+* after loading, rules that several modules define (:mod:`fedplace.common.rego_scan`'s
   outline) are evaluated once without input: an ``eval_conflict_error`` puts
   an error naming the other ConfigMaps on every ConfigMap involved; when OPA
   refuses a module because of another ConfigMap's (conflicting rules, two
@@ -48,14 +48,18 @@ from prometheus_client import Counter
 
 from fedplace.common.events import EventRecorder
 from fedplace.common.opa_client import OpaClient, OpaCompileError, OpaRequestError, OpaUnavailable, data_path
+from fedplace.common.rego_scan import RegoScanError, RuleHead
+from fedplace.common.rules_contract import RULES_ROOT, contract_problems
 from fedplace.sync.policy_check import Limits, ModuleCheck, data_hash, module_error, module_ids, normalize_errors
 from fedplace.sync.policy_status import ConfigMapState, StatusWriter, forget_modules
-from fedplace.sync.rego_scan import RuleHead
 from fedplace.sync.signal import ChangeSignal
 
 __all__ = ["PolicyHandler"]
 
 log = logging.getLogger(__name__)
+
+# The placement library's contract violations that hold whatever the object (docs/policies.md).
+CONTRACT_ERRORS = "io/k8s/federation/placement/contract_errors"
 
 # Every failed attempt, retries included (a module that keeps failing adds one per retry): for the
 # rate of failures. Whether anything is failing now is fedplace_sync_policy_modules{status="error"}.
@@ -325,7 +329,7 @@ class PolicyHandler:
                         docs.setdefault(head.path, []).append((st.name, mid, head))
         paths = sorted(docs)
         found: dict[str, dict[str, list[dict[str, Any]]]] = {}
-        warnings: dict[str, list[dict[str, Any]]] = {}
+        warnings = await self._contract_warnings()
         checked: set[tuple[str, ...]] = set()
         for path in paths:
             if any(path[:n] in checked for n in range(1, len(path))):
@@ -370,6 +374,40 @@ class PolicyHandler:
             if new != st.conflicts or new_warnings != st.warnings:
                 st.conflicts, st.warnings = new, new_warnings
                 await self.status.write(st)
+
+    async def _contract_warnings(self) -> dict[str, list[dict[str, Any]]]:
+        """ConfigMap name → the placement-rules contract's violations in its modules: rule
+        sets of the wrong shape (read from each module's outline), and the library's
+        ``contract_errors`` without input (a requirement of the wrong shape whatever the
+        object), each on the ConfigMaps declaring that rule set."""
+        warnings: dict[str, list[dict[str, Any]]] = {}
+        sets: dict[str, list[tuple[str, str, int]]] = {}  # rule set name → (ConfigMap, module id, row)
+        for st in self.configmaps.values():
+            for mid, raw in st.loaded().items():
+                shape = self.check.outline(mid, raw)[0]
+                if isinstance(shape, RegoScanError):
+                    continue
+                for problem in contract_problems(shape):
+                    warnings.setdefault(st.name, []).append(module_error(
+                        "fedplace_rules_contract", problem.message, mid, problem.row))
+                path = shape.package.path
+                if len(path) == len(RULES_ROOT) + 1 and path[:len(RULES_ROOT)] == RULES_ROOT:
+                    sets.setdefault(path[-1], []).append((st.name, mid, shape.package.row))
+        if not sets:
+            return warnings
+        try:
+            errors = await self.opa.query(CONTRACT_ERRORS)
+        except Exception as exc:  # noqa: BLE001 - the check must never break loading
+            log.info("placement rules contract check skipped", extra={"error": str(exc)})
+            return warnings
+        for message in errors if isinstance(errors, list) else []:
+            for name, where in sets.items():
+                if isinstance(message, str) and message.startswith(f"placement rule set {name}:"):
+                    for cm, mid, row in where:
+                        warnings.setdefault(cm, []).append(module_error(
+                            "fedplace_rules_contract", message + " (for every object: the objects it applies "
+                            "to are denied)", mid, row))
+        return warnings
 
     async def push_all(self) -> None:
         """Load every module again (after OPA lost its state)."""

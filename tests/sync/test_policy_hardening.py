@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 import aiohttp
@@ -25,6 +26,7 @@ from fedplace.sync.policy_status import STATUS_ANNOTATION
 from tests.fixtures.kube import ScratchNamespaces
 from tests.sync.test_sync import start_sync as sync_starter  # noqa: F401 - a fixture
 
+REPO = Path(__file__).resolve().parents[2]
 MAX_STATUS_BYTES = 32 * 1024  # fedplace.sync.policy_status.MAX_STATUS_BYTES: far below the API server's 256 KiB
 
 
@@ -322,6 +324,39 @@ async def test_compile_time_conflict_is_refused_and_names_the_other_configmap(op
     assert "ConfigMap team-a" in b["errors"][0]["message"]
     assert (await policies.status("team-a")) == {"status": "ok"}
     assert f"{policies.ns}/team-b/b.rego" not in await policy_ids(opa)
+
+
+async def test_a_rule_set_breaking_the_placement_contract_is_named_on_its_status(opa, policies, start_sync):
+    """A placement rule set of the wrong shape stays loaded (the placement library denies the
+    objects it applies to) and its ConfigMap's status warns, naming the rule and its row: a
+    rule that is not a partial set (from the text), and a requirement of the wrong shape for
+    every object (from the library, evaluated without input)."""
+    library = (REPO / "policies" / "federation" / "contract.rego").read_text()
+    await policies.put("placement-library", {"contract.rego": library})
+    await policies.put("rules-odd", {"odd.rego": "package fedplace.rules.odd\n\n# one rule\nrequire := {\"id\": 1}\n"})
+    await policies.put("rules-shape", {"shape.rego": "package fedplace.rules.shape\n\n"
+                                                     "require contains {\"id\": \"gpu\", \"cluster\": {\"label\": \"gpu\"}}\n"})
+    await start_sync()
+
+    async def warned(name: str) -> dict[str, Any] | None:
+        status = await policies.status(name)
+        return status if status is not None and status.get("warnings") else None
+
+    odd = await eventually(lambda: warned("rules-odd"), what="rules-odd warned")
+    assert odd["status"] == "ok"
+    (w,) = [w for w in odd["warnings"] if w["code"] == "fedplace_rules_contract"]
+    assert w["location"] == {"file": f"{policies.ns}/rules-odd/odd.rego", "row": 4, "col": 1}
+    assert "require must be a partial set rule" in w["message"]
+    shape = await eventually(lambda: warned("rules-shape"), what="rules-shape warned")
+    (w,) = [w for w in shape["warnings"] if w["code"] == "fedplace_rules_contract"]
+    assert "placement rule set shape" in w["message"] and "exactly one operator" in w["message"]
+    assert f"{policies.ns}/rules-shape/shape.rego" in await policy_ids(opa)
+    assert (await policies.status("placement-library")) == {"status": "ok"}
+    await policies.put("rules-shape", {"shape.rego": "package fedplace.rules.shape\n\n"
+                                                     "require contains {\"id\": \"gpu\", "
+                                                     "\"cluster\": {\"label\": \"gpu\", \"exists\": true}}\n"})
+    assert await eventually(lambda: policies.status_is("rules-shape", "ok"), what="rules-shape ok once mended")
+    assert "warnings" not in (await policies.status("rules-shape"))
 
 
 # -- 5: binaryData -----------------------------------------------------------------------------------------

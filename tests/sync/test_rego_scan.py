@@ -1,4 +1,4 @@
-"""sync/rego_scan.py against OPA's own parser (opa_bindings = OPA 1.20 in-process).
+"""common/rego_scan.py against OPA's own parser (opa_bindings = OPA 1.20 in-process).
 
 The package guard is only as good as the lexer's agreement with OPA: every
 module OPA accepts must get exactly OPA's package path (else a
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fedplace.sync.rego_scan import RegoScanError, outline, package_clause
+from fedplace.common.rego_scan import RegoScanError, outline, package_clause
 
 opa_bindings = pytest.importorskip("opa_bindings.engine", reason="OPA's parser (opa_bindings) is a test dependency")
 ROOT = Path(__file__).resolve().parents[2]

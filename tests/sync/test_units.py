@@ -14,10 +14,10 @@ import pytest
 from fedplace.common.informer import CompactObjects
 from fedplace.common.kube_client import Resource
 from fedplace.common.opa_client import OpaRequestError, OpaUnavailable
+from fedplace.common.rego_scan import RegoScanError, package_clause
 from fedplace.sync.config import DEFAULT_POLICY_NAMESPACE, parse_args
 from fedplace.sync.policy_check import data_hash, module_ids, normalize_errors, reserved_package_error
 from fedplace.sync.policy_status import status_value
-from fedplace.sync.rego_scan import RegoScanError, package_clause
 from fedplace.sync.replicate import (
     LAST_APPLIED,
     batch_ops,
