@@ -16,10 +16,11 @@ denied.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable
 
-from fedplace.common.rego_scan import Outline
+from fedplace.common.rego_scan import Outline, RegoScanError, outline
 
-__all__ = ["CONTRACT_RULES", "RULES_ROOT", "ContractProblem", "contract_problems"]
+__all__ = ["CONTRACT_RULES", "RULES_ROOT", "ContractProblem", "contract_problems", "source_problems"]
 
 RULES_ROOT = ("fedplace", "rules")
 CONTRACT_RULES = ("require", "forbid", "errors")
@@ -56,3 +57,16 @@ def contract_problems(outline: Outline) -> list[ContractProblem]:
                                                       f"(`{name} contains ... if {{ ... }}`), not a "
                                                       f"{head.kind.replace('_', ' ')} rule"))
     return problems
+
+
+def source_problems(sources: Iterable[tuple[str, str]]) -> list[str]:
+    """``file:row: message`` for every contract violation of ``(file, Rego source)`` pairs,
+    in order; a module the outline cannot read is left to OPA's own error."""
+    out = []
+    for name, raw in sources:
+        try:
+            shape = outline(raw)
+        except RegoScanError:
+            continue
+        out += [f"{name}:{p.row}: {p.message}" for p in contract_problems(shape)]
+    return out

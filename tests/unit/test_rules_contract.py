@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from fedplace.common.rego_scan import outline
-from fedplace.common.rules_contract import contract_problems
+from fedplace.common.rules_contract import contract_problems, source_problems
 
 
 def problems(src: str) -> list[tuple[int, str]]:
@@ -55,3 +55,11 @@ def test_packages_the_library_does_not_read_are_named():
     assert row == 1 and "fedplace.rules.<name>" in message
     (row, message), = problems("\n# team rules\npackage fedplace.rules.team.gpu\n\nrequire contains 1 if true\n")
     assert row == 3 and "fedplace.rules.team" in message and "not read" in message
+
+
+def test_source_problems_name_file_and_row_and_leave_unreadable_modules_to_opa():
+    assert source_problems([
+        ("ok.rego", "package fedplace.rules.ok\n\nrequire contains 1 if true\n"),
+        ("odd.rego", "package fedplace.rules.odd\n\nforbid := []\n"),
+        ("broken.rego", "package fedplace.rules.[\n"),
+    ]) == ["odd.rego:3: forbid must be a partial set rule (`forbid contains ... if { ... }`), not a complete rule"]
