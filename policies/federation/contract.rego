@@ -456,10 +456,103 @@ constraint_errors := rule_errors | contract_errors
 forbidden_by_rules := {f.cluster | some f in valid_forbids}
 
 # The clusters the object may use: those satisfying every requirement that no
-# forbid names.
-eligible_clusters := (cluster_names & intersection({s | some s in satisfying})) - forbidden_by_rules if {
+# forbid names. Each requirement's set (satisfying) holds replicated clusters
+# only, so their intersection needs no pass over cluster_names.
+eligible_clusters := required_clusters - forbidden_by_rules if {
+	count(forbidden_by_rules) > 0
+} else := required_clusters
+
+required_clusters := confined_clusters if {
+	regions_confine
+} else := intersection({s | some s in satisfying}) if {
 	count(valid_requirements) > 0
-} else := cluster_names - forbidden_by_rules
+} else := cluster_names
+
+# -- the index path: requirements confined to the regions they allow ---------------------
+#
+# When every requirement is indexed and one of them fails a cluster without a
+# region (region in / matches / exists), only clusters of the qualifying
+# regions can be eligible: each label requirement is answered from the index's
+# region_labels groups of those regions alone, so that the sets built hold the
+# answer rather than every cluster with the label ("EU and PCI >= 2" is the
+# union of the EU regions' groups at levels 2 and up, nothing intersected).
+
+regions_confine if {
+	cluster_index_ready
+	every r in valid_requirements {
+		indexed_subject(r.cluster)
+	}
+	some r in valid_requirements
+	r.cluster.property == "region"
+	not value_satisfies(null, r.cluster)
+}
+
+# The regions every region requirement allows.
+qualifying_regions := {v |
+	some v, _ in data.kubernetes_index.clusters.regions
+	every r in valid_requirements {
+		region_allows(r.cluster, v)
+	}
+}
+
+region_allows(c, _) if not c.property == "region"
+
+region_allows(c, v) if {
+	c.property == "region"
+	value_satisfies(v, c)
+}
+
+# Label requirements a cluster without the label fails (in, matches, min > 0,
+# max < 0, exists: true), and those it satisfies (the others).
+confining_labels := [c | some r in valid_requirements; c := r.cluster; is_string(c.label); not value_satisfies(null, c)]
+
+permissive_labels := [c | some r in valid_requirements; c := r.cluster; is_string(c.label); value_satisfies(null, c)]
+
+# The clusters of the qualifying regions a confining label requirement allows.
+regional_label_clusters(c) := union({object.keys(names) |
+	some v in qualifying_regions
+	some w, names in data.kubernetes_index.clusters.region_labels[v][c.label]
+	value_satisfies(w, c)
+})
+
+confined_base := intersection({regional_label_clusters(c) | some c in confining_labels}) if {
+	count(confining_labels) > 0
+} else := union({object.keys(names) |
+	some v in qualifying_regions
+	names := data.kubernetes_index.clusters.regions[v]
+})
+
+# The clusters of the qualifying regions a permissive label requirement refuses.
+confined_refused := union({object.keys(names) |
+	some c in permissive_labels
+	some v in qualifying_regions
+	some w, names in data.kubernetes_index.clusters.region_labels[v][c.label]
+	not value_satisfies(w, c)
+})
+
+confined_clusters := confined_base - confined_refused if {
+	count(permissive_labels) > 0
+} else := confined_base
+
+# The object's whole judgement, for a caller that reads it with `input`
+# replaced by another object (a Karmada binding's template): one evaluation
+# instead of one per rule. eligible is empty unless the object asks for
+# placement and has no errors.
+judgement := {
+	"errors": constraint_errors,
+	"asks": judged_asks,
+	"eligible": judged_eligible,
+	"requirements_text": requirements_text,
+}
+
+default judged_asks := false
+
+judged_asks := true if asks_placement
+
+judged_eligible := eligible_clusters if {
+	asks_placement
+	count(constraint_errors) == 0
+} else := set()
 
 # What the object requires, in words, for messages: every requirement's and
 # forbid's text, sorted, once each.
