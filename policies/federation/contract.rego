@@ -107,21 +107,28 @@ rule_errors contains msg if {
 
 # -- the contract, checked --------------------------------------------------------------
 
+# Each requirement's and forbid's problem ("" when none), checked once.
+requirement_problems := {r: rule_requirement_problem(r) | some r in rule_requirements}
+
+forbid_problems := {f: rule_forbid_problem(f) | some f in rule_forbids}
+
 contract_errors contains msg if {
-	some r in rule_requirements
-	problem := rule_requirement_problem(r)
+	some r, problem in requirement_problems
 	problem != ""
 	msg := sprintf("placement rule set %s: requirement %s: %s", [r.set, json.marshal(object.get(r, "id", null)), problem])
 }
 
 contract_errors contains msg if {
-	some f in rule_forbids
-	problem := rule_forbid_problem(f)
+	some f, problem in forbid_problems
 	problem != ""
 	msg := sprintf("placement rule set %s: forbid %s: %s", [f.set, json.marshal(object.get(f, "id", null)), problem])
 }
 
-rule_requirement_problem(r) := sprintf("must be an object with a \"cluster\" condition object, got %s", [json.marshal(r.invalid)]) if {
+# (The first case: the usual well-formed requirement, in one pass; the
+# others name what is wrong.)
+rule_requirement_problem(r) := "" if {
+	well_formed_requirement(r)
+} else := sprintf("must be an object with a \"cluster\" condition object, got %s", [json.marshal(r.invalid)]) if {
 	invalid_entry(r)
 } else := "needs a non-empty string \"id\"" if {
 	not non_empty_string(object.get(r, "id", null))
@@ -146,6 +153,46 @@ rule_forbid_problem(f) := sprintf("must be an object, got %s", [json.marshal(f.i
 } else := "\"requires\" and \"source\" must be strings" if {
 	not is_string(f.source)
 } else := ""
+
+well_formed_requirement(r) if {
+	not invalid_entry(r)
+	non_empty_string(r.id)
+	r.imposed_by in contract_imposers
+	is_string(r.requires)
+	is_string(r.source)
+	well_formed_condition(r.cluster)
+}
+
+# One subject and one operator of the right types: what condition_problem
+# accepts.
+well_formed_condition(c) if {
+	count(c) == 2
+	well_formed_subject(c)
+	some op, v in c
+	well_formed_operand(op, v, c)
+}
+
+well_formed_subject(c) if non_empty_string(c.label)
+
+well_formed_subject(c) if c.property in contract_properties
+
+well_formed_operand("in", v, _) if string_list(v)
+
+well_formed_operand("not_in", v, _) if string_list(v)
+
+well_formed_operand("matches", v, _) if valid_pattern(v)
+
+well_formed_operand("min", v, c) if {
+	is_number(v)
+	not c.property == "zones"
+}
+
+well_formed_operand("max", v, c) if {
+	is_number(v)
+	not c.property == "zones"
+}
+
+well_formed_operand("exists", v, _) if is_boolean(v)
 
 non_empty_string(s) if {
 	is_string(s)
@@ -204,12 +251,12 @@ valid_pattern(p) if {
 # The requirements of the contract's shape: only these decide.
 valid_requirements := [r |
 	some r in rule_requirements
-	rule_requirement_problem(r) == ""
+	requirement_problems[r] == ""
 ]
 
 valid_forbids := [f |
 	some f in rule_forbids
-	rule_forbid_problem(f) == ""
+	forbid_problems[f] == ""
 ]
 
 # -- conditions in words --------------------------------------------------------------
