@@ -555,18 +555,30 @@ confining_labels := [c | some r in valid_requirements; c := r.cluster; is_string
 
 permissive_labels := [c | some r in valid_requirements; c := r.cluster; is_string(c.label); value_satisfies(null, c)]
 
-# The clusters of the qualifying regions a confining label requirement allows.
-regional_label_clusters(c) := union({object.keys(names) |
-	some v in qualifying_regions
+# The clusters of the qualifying regions the confining label requirements
+# allow, region by region. In a region where every cluster satisfies a
+# requirement (its groups' sizes add up to the region's: counts, no names
+# read) the requirement is left out there, so a rule every cluster of the
+# region meets (a tenant's own region, an allowed country) costs no set.
+confined_base := union({region_confined(v) | some v in qualifying_regions})
+
+region_confined(v) := intersection({regional_label_clusters(v, c) | some c in restricting_labels(v)}) if {
+	count(restricting_labels(v)) > 0
+} else := object.keys(data.kubernetes_index.clusters.regions[v])
+
+restricting_labels(v) := [c | some c in confining_labels; not covers_region(v, c)]
+
+covers_region(v, c) if {
+	sum([count(names) |
+		some w, names in data.kubernetes_index.clusters.region_labels[v][c.label]
+		value_satisfies(w, c)
+	]) == count(data.kubernetes_index.clusters.regions[v])
+}
+
+# The clusters of region v a confining label requirement allows.
+regional_label_clusters(v, c) := union({object.keys(names) |
 	some w, names in data.kubernetes_index.clusters.region_labels[v][c.label]
 	value_satisfies(w, c)
-})
-
-confined_base := intersection({regional_label_clusters(c) | some c in confining_labels}) if {
-	count(confining_labels) > 0
-} else := union({object.keys(names) |
-	some v in qualifying_regions
-	names := data.kubernetes_index.clusters.regions[v]
 })
 
 # The clusters of the qualifying regions a permissive label requirement refuses.
