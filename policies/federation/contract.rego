@@ -66,7 +66,7 @@ contract_imposers := {"platform", "namespace", "workload"}
 # Every requirement of every rule set, with its set's name ("set") and the
 # defaults filled in.
 rule_requirements contains object.union(
-	{"imposed_by": "platform", "source": "", "requires": condition_text(r.cluster)},
+	requirement_defaults(r),
 	object.union(r, {"set": name}),
 ) if {
 	some name
@@ -80,6 +80,12 @@ rule_requirements contains {"set": name, "invalid": r} if {
 	some r in data.fedplace.rules[name].require
 	not has_object_condition(r)
 }
+
+# The defaults of a requirement's optional fields ("requires": the condition
+# in words, written only when the rule set gives none).
+requirement_defaults(r) := {"imposed_by": "platform", "source": ""} if {
+	"requires" in object.keys(r)
+} else := {"imposed_by": "platform", "source": "", "requires": condition_text(r.cluster)}
 
 has_object_condition(r) if {
 	is_object(r)
@@ -562,8 +568,10 @@ permissive_labels := [c | some r in valid_requirements; c := r.cluster; is_strin
 # region meets (a tenant's own region, an allowed country) costs no set.
 confined_base := union({region_confined(v) | some v in qualifying_regions})
 
-region_confined(v) := intersection({regional_label_clusters(v, c) | some c in restricting_labels(v)}) if {
-	count(restricting_labels(v)) > 0
+region_confined(v) := s if {
+	restricting := restricting_labels(v)
+	count(restricting) > 0
+	s := intersection({regional_label_clusters(v, c) | some c in restricting})
 } else := object.keys(data.kubernetes_index.clusters.regions[v])
 
 restricting_labels(v) := [c | some c in confining_labels; not covers_region(v, c)]
