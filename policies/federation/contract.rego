@@ -14,6 +14,10 @@
 #       a subject — {"label": KEY} or {"property": "region" | "provider" | "zones" | "name"}
 #       — and one operator: "in": [strings], "not_in": [strings], "matches": RE2,
 #       "min": number, "max": number, "exists": boolean.
+#       Labels and regions are answered from opa-kube-sync's cluster index, in
+#       time that grows with the clusters a requirement admits (a region
+#       requirement confines the label ones to its regions); provider, zones
+#       and name read every cluster.
 #   forbid contains {"cluster": NAME, "id": …, "requires": …, "imposed_by": …,
 #                    "source": …, "value": …}
 #       Arbitrary Rego over data.kubernetes.clusters: cost linear in clusters.
