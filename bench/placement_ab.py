@@ -11,7 +11,11 @@ beside the cluster index that tree's own ``sync/cluster_index.py`` builds
 *i* mod 4). Then the ReplicaSet and the Deployment of bench/scale.py (EU and
 PCI ≥ 2: a quarter of the clusters eligible) are asked of each server in turn,
 in blocks, over one keep-alive connection per server, and every answer is
-checked to name the same clusters on every tree.
+checked to name the same clusters on every tree. A second server per tree holds
+the same clusters as Karmada Clusters, 1,000 Deployment templates and the
+settings module ``control_plane := "karmada"`` (bench/karmada.py's), and is
+asked bench/karmada.py's ResourceBinding (its template asks for EU and PCI ≥ 2):
+the clusters its patch excludes must be the same on every tree.
 
 Prints per decision and tree: p50 / p99, sequential decisions/s, the ratio of
 p50 to the baseline's, the answer's size, and each OPA's RSS at the end.
@@ -40,10 +44,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import pct, proc_mb  # noqa: E402
 from bench.engine import DEPLOY_INPUT  # noqa: E402
-from bench.karmada import RS_INPUT, federation_clusters  # noqa: E402
+from bench.karmada import RS_INPUT, SETTINGS, binding_input, federation_clusters, karmada_clusters, templates  # noqa: E402
 
 QUERY = "/v1/data/io/k8s/federation/admission"
-BODIES = {"ReplicaSet": json.dumps({"input": RS_INPUT}), "Deployment": json.dumps(DEPLOY_INPUT)}
+BODIES = {"ReplicaSet": json.dumps({"input": RS_INPUT}), "Deployment": json.dumps(DEPLOY_INPUT),
+          "binding": json.dumps({"input": binding_input(0)})}
+KARMADA = {"binding"}  # decisions asked of the tree's Karmada server
 PREFS = "federation.kubernetes.io/replica-set-preferences"
 SELECTOR = "federation.alpha.kubernetes.io/cluster-selector"
 
@@ -58,13 +64,16 @@ def cluster_index_of(tree: Path) -> Any:
     return module.cluster_index
 
 
-def stage(tree: Path, clusters: dict[str, Any], into: Path) -> None:
-    """``into``/policies: the tree's non-test modules; ``into``/data.json: the clusters and their index."""
+def stage(tree: Path, kube: dict[str, Any], into: Path, settings: str | None = None) -> None:
+    """``into``/policies: the tree's non-test modules (and ``settings``); ``into``/data.json:
+    ``kube`` as data.kubernetes and the index of its clusters."""
     (into / "policies").mkdir(parents=True)
     for path in sorted((tree / "policies").rglob("*.rego")):
         if not path.name.endswith("_test.rego"):
             shutil.copy(path, into / "policies" / path.relative_to(tree / "policies").as_posix().replace("/", "__"))
-    data = {"kubernetes": {"clusters": clusters}, "kubernetes_index": {"clusters": cluster_index_of(tree)(clusters)}}
+    if settings is not None:
+        (into / "policies" / "zz-settings.rego").write_text(settings)
+    data = {"kubernetes": kube, "kubernetes_index": {"clusters": cluster_index_of(tree)(kube["clusters"])}}
     (into / "data.json").write_text(json.dumps(data))
 
 
@@ -91,7 +100,10 @@ def wait_healthy(port: int, proc: subprocess.Popen[bytes]) -> None:
 
 
 def clusters_named(kind: str, answer: dict[str, Any]) -> list[str]:
-    """The clusters a decision names (its preferences' keys, or the selector's name requirement)."""
+    """The clusters a decision names (its preferences' keys, the selector's name requirement, or
+    the binding's patched exclude list)."""
+    if kind in KARMADA:
+        return [x for op in answer["patches"]["karmada"] if op["path"].endswith("/exclude") for x in op["value"]]
     value = answer.get("annotations", {}).get(PREFS if kind == "ReplicaSet" else SELECTOR)
     value = json.loads(value) if isinstance(value, str) else value
     if kind == "ReplicaSet":
@@ -112,29 +124,33 @@ def main() -> None:
     for tree in args.trees:
         if not (tree / "policies").is_dir():
             parser.error(f"{tree} is not a source tree (no policies/)")
-    clusters = federation_clusters(args.clusters)
+    worlds = {"federation": ({"clusters": federation_clusters(args.clusters)}, None),
+              "karmada": ({"clusters": karmada_clusters(args.clusters), "deployments": templates(1_000)}, SETTINGS)}
     procs: list[subprocess.Popen[bytes]] = []
     with tempfile.TemporaryDirectory(prefix="bench-placement-ab-") as tmp:
         try:
-            conns = []
+            servers: list[dict[str, http.client.HTTPConnection]] = []
             for n, tree in enumerate(args.trees):
-                staged = Path(tmp) / str(n)
-                stage(tree, clusters, staged)
-                port = free_port()
-                procs.append(subprocess.Popen(
-                    [args.opa_bin, "run", "--server", "--addr", f"127.0.0.1:{port}",
-                     str(staged / "policies"), str(staged / "data.json")],
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-                wait_healthy(port, procs[-1])
-                conns.append(http.client.HTTPConnection("127.0.0.1", port, timeout=30))
+                servers.append({})
+                for world, (kube, settings) in worlds.items():
+                    staged = Path(tmp) / f"{n}-{world}"
+                    stage(tree, kube, staged, settings)
+                    port = free_port()
+                    procs.append(subprocess.Popen(
+                        [args.opa_bin, "run", "--server", "--addr", f"127.0.0.1:{port}",
+                         str(staged / "policies"), str(staged / "data.json")],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                    wait_healthy(port, procs[-1])
+                    servers[n][world] = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            conns = [{kind: s["karmada" if kind in KARMADA else "federation"] for kind in BODIES} for s in servers]
             lat: dict[tuple[int, str], list[float]] = {(n, k): [] for n in range(len(conns)) for k in BODIES}
             size: dict[tuple[int, str], int] = {}
             named: dict[str, list[str]] = {}
 
             def ask(n: int, kind: str) -> float:
                 t = time.perf_counter()
-                conns[n].request("POST", QUERY, body=BODIES[kind], headers={"Content-Type": "application/json"})
-                resp = conns[n].getresponse()
+                conns[n][kind].request("POST", QUERY, body=BODIES[kind], headers={"Content-Type": "application/json"})
+                resp = conns[n][kind].getresponse()
                 raw = resp.read()
                 ms = (time.perf_counter() - t) * 1000
                 if resp.status != 200:
@@ -155,7 +171,7 @@ def main() -> None:
                 for n in range(len(conns)):
                     for kind in BODIES:
                         lat[(n, kind)] += [ask(n, kind) for _ in range(args.block)]
-            rss = [proc_mb(p.pid) for p in procs]
+            rss = [sum(proc_mb(p.pid) for p in procs[2 * n:2 * n + 2]) for n in range(len(args.trees))]
         finally:
             for p in procs:
                 p.terminate()
@@ -163,7 +179,7 @@ def main() -> None:
     print(f"placement at {args.clusters:,} clusters, real OPA ({args.opa_bin}), one server per tree; "
           f"{args.rounds} blocks of {args.block} per decision and tree, alternating; "
           f"load average {load:.1f} → {os.getloadavg()[0]:.1f}\n")
-    print("| decision | tree | p50 / p99 (ms) | decisions/s | p50 ratio | answer | OPA RSS |")
+    print("| decision | tree | p50 / p99 (ms) | decisions/s | p50 ratio | answer | RSS, both OPAs |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for kind in BODIES:
         base = statistics.median(lat[(0, kind)])

@@ -1,8 +1,8 @@
 """The cost curve: decision p50 / p99 of each pack as its data grows, devstack engine and real OPA.
 
 Usage: .venv/bin/python bench/scale.py [--queries 300] [--warmup 20] [--block 50] [--throughput 400]
-       [--concurrency 16] [--plot PATH] [--json PATH]
-       [--opa-url URL [--opa-token-file PATH]]
+       [--concurrency 16] [--plot PATH] [--json PATH] [--only PREFIX ...]
+       [--opa-url URL [--opa-token-file PATH] [--real-only]]
 
 One OPA holds the policy modules as deploy/ ships them (every ConfigMap of
 devstack/shipped.py) and the replicated-root module opa-kube-sync generates
@@ -18,7 +18,20 @@ sync's own functions:
   ``federation_clusters``: half in the EU, PCI ``i % 4``); a ReplicaSet asking
   for EU and PCI ≥ 2 (replica-set-preferences) and the same constraints on a
   Deployment (the cluster selector, bench/engine.py's ``DEPLOY_INPUT``), in
-  alternating blocks of ``--block``;
+  alternating blocks of ``--block``; the placement rules are the shipped rule
+  set (rules-eu-pci) alone;
+* placement, Karmada — the same clusters as Karmada Clusters, 1,000 Deployment
+  templates and the settings module ``control_plane := "karmada"``
+  (bench/karmada.py's): its ResourceBinding, whose template asks for EU and
+  PCI ≥ 2 (the exclusions patched, the excluded clusters and the why annotated);
+* placement with two more rule sets — all three again with a tenancy-like set
+  (the namespace's label ``fedplace.io/tenant`` → the cluster label of that
+  name in [tenant]) and a residency-like set (the namespace's annotation
+  ``fedplace.io/allowed-countries`` → the cluster label ``country`` in the
+  list) loaded beside rules-eu-pci (written here: ``EXTRA_SETS``); the
+  namespaces replicated, every cluster labelled with the tenant and its
+  region's country, so the answer is the one above and the difference is what
+  the two sets cost;
 * SchedulingPolicy — bench/schedulingpolicy.py's world (200 policies, 300
   ClusterRoles) with 251, 1,000, 5,000, 10,000 bindings, all
   ClusterRoleBindings (251: its 250 team grants and ``sp:restricted`` are the
@@ -39,8 +52,10 @@ the benchmark. Growth per 10×: from one size to the next, (p50 ratio) ** (1 /
 log10(size ratio)), i.e. 10 ** (the log-log slope), since the sizes are not
 exact decades; and the same over the whole range.
 
-Always the devstack engine; with ``--opa-url`` (a scratch OPA: see
-bench/common.py) that OPA too, one after the other. ``--plot PATH`` writes the
+The devstack engine, and with ``--opa-url`` (a scratch OPA: see
+bench/common.py) that OPA too, one after the other (``--real-only``: that OPA
+alone). ``--only PREFIX`` measures the series whose key starts with it
+(``--only placement``: the six placement series). ``--plot PATH`` writes the
 curve as a PNG (matplotlib: the ``bench`` extra), ``--json PATH`` every latency.
 """
 
@@ -66,7 +81,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import limitrange, schedulingpolicy  # noqa: E402
 from bench.common import Opa, add_server_flags, pct, proc_mb, servers  # noqa: E402
 from bench.engine import DEPLOY_INPUT  # noqa: E402
-from bench.karmada import RS_INPUT, check_rs, federation_clusters, opa_pid, policy_digest, put_json  # noqa: E402
+from bench.karmada import (  # noqa: E402
+    RS_INPUT,
+    SETTINGS,
+    binding_input,
+    check_binding,
+    check_rs,
+    federation_clusters,
+    karmada_clusters,
+    opa_pid,
+    policy_digest,
+    put_json,
+    templates,
+)
 from devstack.shipped import shipped_policy_configmaps  # noqa: E402
 from fedplace.common.kube_client import Resource  # noqa: E402
 from fedplace.sync import replicated_root  # noqa: E402
@@ -84,6 +111,62 @@ SP_CASE = "all five set, admitted"
 
 def placement_data(n: int) -> dict[str, Any]:
     return {CLUSTERS.plural: federation_clusters(n)}
+
+
+def karmada_data(n: int) -> dict[str, Any]:
+    """Karmada Clusters and bench/karmada.py's 1,000 Deployment templates (their bindings' input)."""
+    return {CLUSTERS.plural: karmada_clusters(n), "deployments": templates(1_000)}
+
+
+TENANT = "acme"
+COUNTRIES = "de,fr,us"
+
+# Two rule sets of the contract (policies/federation/contract.rego) beside the shipped one: a
+# tenancy-like and a residency-like set, each reading the object's replicated Namespace.
+EXTRA_SETS = {
+    "bench-tenancy.rego": """package fedplace.rules.bench_tenancy
+
+import data.io.k8s.federation.replicated
+
+tenant := replicated.cluster_object("namespaces", input.metadata.namespace).metadata.labels["fedplace.io/tenant"]
+
+require contains {
+	"id": "tenant",
+	"imposed_by": "namespace",
+	"source": sprintf("namespace %s label fedplace.io/tenant", [input.metadata.namespace]),
+	"cluster": {"label": "fedplace.io/tenant", "in": [tenant]},
+} if is_string(tenant)
+""",
+    "bench-residency.rego": """package fedplace.rules.bench_residency
+
+import data.io.k8s.federation.replicated
+
+allowed := replicated.cluster_object("namespaces", input.metadata.namespace).metadata.annotations["fedplace.io/allowed-countries"]
+
+require contains {
+	"id": "residency",
+	"imposed_by": "namespace",
+	"source": sprintf("namespace %s annotation fedplace.io/allowed-countries", [input.metadata.namespace]),
+	"cluster": {"label": "country", "in": split(allowed, ",")},
+} if is_string(allowed)
+""",
+}
+
+
+def with_sets(kube: dict[str, Any]) -> dict[str, Any]:
+    """``kube`` with the namespaces the two extra sets read and every cluster labelled for them."""
+    clusters = {}
+    for name, c in kube[CLUSTERS.plural].items():
+        region = c.get("status", {}).get("region") or c["spec"]["region"]
+        labels = {**c["metadata"]["labels"], "fedplace.io/tenant": TENANT,
+                  "country": "de" if region.startswith("europe-") else "us"}
+        clusters[name] = {**c, "metadata": {**c["metadata"], "labels": labels}}
+    names = ["shop", *(f"ns{i}" for i in range(20))]
+    namespaces = {ns: {"apiVersion": "v1", "kind": "Namespace",
+                       "metadata": {"name": ns, "labels": {"fedplace.io/tenant": TENANT},
+                                    "annotations": {"fedplace.io/allowed-countries": COUNTRIES}}}
+                  for ns in names}
+    return {**kube, CLUSTERS.plural: clusters, "namespaces": namespaces}
 
 
 def sp_data(cluster_bindings: int) -> dict[str, Any]:
@@ -178,14 +261,29 @@ class Series:
     check: Callable[[dict[str, Any], int], None]
     group: str  # series of a group share their data (and alternate in blocks)
     curve: bool = True  # drawn, and given a growth ratio
+    policies: dict[str, str] = field(default_factory=dict)  # more modules while the group is measured
 
 
 PLACEMENT_SIZES = (10, 100, 1_000, 5_000)
+SETS = " + tenancy, residency"
+SETTINGS_MODULE = {"fedplace-settings/settings.rego": SETTINGS}
+SETS_MODULES = {f"fedplace-bench-sets/{key}": src for key, src in EXTRA_SETS.items()}
 SERIES = [
     Series("placement-rs", "placement, ReplicaSet (preferences)", "clusters", PLACEMENT_SIZES, placement_data,
            {"input": RS_INPUT}, check_rs, "placement"),
     Series("placement-deploy", "placement, Deployment (cluster selector)", "clusters", PLACEMENT_SIZES,
            placement_data, DEPLOY_INPUT, check_deploy, "placement"),
+    Series("placement-binding", "placement, Karmada binding", "clusters", PLACEMENT_SIZES, karmada_data,
+           {"input": binding_input(0)}, check_binding, "placement-karmada", policies=SETTINGS_MODULE),
+    Series("placement-rs-sets", "placement, ReplicaSet" + SETS, "clusters", PLACEMENT_SIZES,
+           lambda n: with_sets(placement_data(n)), {"input": RS_INPUT}, check_rs, "placement-sets",
+           policies=SETS_MODULES),
+    Series("placement-deploy-sets", "placement, Deployment" + SETS, "clusters", PLACEMENT_SIZES,
+           lambda n: with_sets(placement_data(n)), DEPLOY_INPUT, check_deploy, "placement-sets",
+           policies=SETS_MODULES),
+    Series("placement-binding-sets", "placement, Karmada binding" + SETS, "clusters", PLACEMENT_SIZES,
+           lambda n: with_sets(karmada_data(n)), {"input": binding_input(0)}, check_binding,
+           "placement-karmada-sets", policies={**SETTINGS_MODULE, **SETS_MODULES}),
     Series("schedulingpolicy", f"SchedulingPolicy, {SP_CASE}", "ClusterRoleBindings", (251, 1_000, 5_000, 10_000),
            sp_data, {"input": schedulingpolicy.CASES[SP_CASE][0]}, check_sp, "schedulingpolicy"),
     Series("schedulingpolicy-split", f"SchedulingPolicy, {SP_CASE}, 250 CRB / 4,750 RB", "ClusterRoleBindings",
@@ -290,6 +388,11 @@ async def measure(opa: Opa, who: str, args: argparse.Namespace) -> Figures:
         url = opa.url
         fig.policies = await load_modules(s, url)
         for group in groups.values():
+            if args.only and not any(x.key.startswith(tuple(args.only)) for x in group):
+                continue
+            for pid, src in group[0].policies.items():
+                async with s.put(f"{url}/v1/policies/{PREFIX}/{pid}", data=src.encode()) as r:
+                    assert r.status == 200, (pid, r.status, await r.text())
             for n in group[0].sizes:
                 fig.put_ms.setdefault(group[0].group, {})[n] = await put_data(s, url, group[0].data(n))
                 rounds = max(1, math.ceil(args.queries / args.block))
@@ -308,6 +411,9 @@ async def measure(opa: Opa, who: str, args: argparse.Namespace) -> Figures:
                             s, url, series, n, args.throughput, args.concurrency)
                 line = ", ".join(f"{x.key} p50 {statistics.median(fig.lat[x.key][n]):.2f} ms" for x in group)
                 print(f"  {who}: {sized(n, group[0].unit)}: {line}", file=sys.stderr)
+            for pid in group[0].policies:
+                async with s.delete(f"{url}/v1/policies/{PREFIX}/{pid}") as r:
+                    assert r.status == 200, (pid, r.status)
         for _ in range(200):
             t = time.perf_counter()
             async with s.get(url + "/health") as r:
@@ -334,11 +440,16 @@ def p50(lat: list[float]) -> float:
     return statistics.median(lat)
 
 
+def measured(figs: list[Figures]) -> list[Series]:
+    """The series every server measured (``--only`` may leave some out)."""
+    return [s for s in SERIES if all(s.key in f.lat for f in figs)]
+
+
 def report(figs: list[Figures], args: argparse.Namespace, why_not: str) -> None:
     print("### Cost curve — decision p50 / p99 as the data grows, devstack engine and real OPA\n")
     for f in figs:
         print(f"- {f.who}: {f.what} (load average {f.load[0]:.1f} → {f.load[1]:.1f}; policies: {f.policies})")
-    if len(figs) == 1:
+    if all(f.who != "real OPA" for f in figs):
         print(f"- real OPA: {why_not}")
     print(f"\n{args.queries} sequential decisions per row and server ({args.warmup} unmeasured first; placement's "
           f"two inputs alternate in blocks of {args.block}), every answer checked. Growth per 10×: "
@@ -346,7 +457,7 @@ def report(figs: list[Figures], args: argparse.Namespace, why_not: str) -> None:
     head = " | ".join(f"{f.who}: p50 / p99 (ms) | growth per 10×" for f in figs)
     print(f"| decision | size | {head} |")
     print("|---|---:|" + "---:|---:|" * len(figs))
-    for series in SERIES:
+    for series in measured(figs):
         prev: int | None = None
         for n in series.sizes:
             cells = []
@@ -370,11 +481,20 @@ def report(figs: list[Figures], args: argparse.Namespace, why_not: str) -> None:
         print(f"\nThroughput: {args.throughput} decisions with {args.concurrency} in flight, per row and server.\n")
         print("| decision | size | " + " | ".join(f"{f.who}: decisions/s" for f in figs) + " |")
         print("|---|---:|" + "---:|" * len(figs))
-        for series in SERIES:
+        for series in measured(figs):
             for n in series.sizes:
                 print(f"| {series.label} | {sized(n, series.unit)} | "
                       + " | ".join(f"{f.tput[series.key][n]:,.0f}" for f in figs) + " |")
-    largest = [(s, s.sizes[-1]) for s in SERIES if s.curve]
+    sets = [(x, y) for x in measured(figs) for y in measured(figs) if y.key == x.key + "-sets"]
+    if sets:
+        print("\nTwo more rule sets against the example set alone, p50 ratio (target ≤ 1.5×):\n")
+        print("| decision | size | " + " | ".join(f"{f.who}" for f in figs) + " |")
+        print("|---|---:|" + "---:|" * len(figs))
+        for alone, more in sets:
+            for n in alone.sizes:
+                print(f"| {more.label} | {sized(n, alone.unit)} | " + " | ".join(
+                    f"{p50(f.lat[more.key][n]) / p50(f.lat[alone.key][n]):.2f}×" for f in figs) + " |")
+    largest = [(s, s.sizes[-1]) for s in measured(figs) if s.curve]
     print("\n- answer size at the largest size: " + "; ".join(
         f"{s.key} {figs[0].answer_bytes[s.key][n] / 1024:.1f} KB" for s, n in largest))
     for f in figs:
@@ -394,13 +514,13 @@ def plot(figs: list[Figures], path: Path) -> None:
               "real OPA": dict(linestyle="-", marker="o")}
     fig, axes = plt.subplots(1, len(PANELS), figsize=(15, 4.8), sharey=True)
     for ax, (title, unit) in zip(axes, PANELS, strict=True):
-        drawn = [s for s in SERIES if s.curve and s.unit == unit]
+        drawn = [s for s in measured(figs) if s.curve and s.unit == unit]
         for series in drawn:
             for f in figs:
                 xs = list(series.sizes)
                 ys = [p50(f.lat[series.key][n]) for n in xs]
                 label = series.label.split(", ", 1)[1] if len(drawn) > 1 else "p50"
-                ax.plot(xs, ys, color=colours[series.key], label=f"{label} — {f.who}", **styles.get(f.who, {}))
+                ax.plot(xs, ys, color=colours.get(series.key), label=f"{label} — {f.who}", **styles.get(f.who, {}))
         # a line of slope 1 (cost proportional to size) through the first series' first point, for the eye
         first = drawn[0]
         x0, x1 = first.sizes[0], first.sizes[-1]
@@ -428,7 +548,7 @@ def write_json(figs: list[Figures], args: argparse.Namespace, path: Path) -> Non
                 "series": {s.key: {"label": s.label, "unit": s.unit, "sizes": {
                     str(n): {"p50": p50(f.lat[s.key][n]), "p99": pct(f.lat[s.key][n], 99), "min": min(f.lat[s.key][n]),
                              "answer_bytes": f.answer_bytes[s.key][n], "latencies_ms": f.lat[s.key][n]}
-                    for n in s.sizes}} for s in SERIES}}
+                    for n in s.sizes}} for s in measured(figs)}}
         for f in figs}}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=1))
@@ -440,12 +560,13 @@ async def run(args: argparse.Namespace, tmp: Path) -> list[Figures]:
     async with servers(args, tmp) as srv:
         assert srv.opa is not None
         external = srv.opa if srv.opa.external else None
-        engine = srv.opa if external is None else Opa.start(tmp, "engine")
-        try:
-            figs.append(await measure(engine, "devstack engine", args))
-        finally:
-            if external is not None:
-                await engine.close()
+        if external is None or not args.real_only:
+            engine = srv.opa if external is None else Opa.start(tmp, "engine")
+            try:
+                figs.append(await measure(engine, "devstack engine", args))
+            finally:
+                if external is not None:
+                    await engine.close()
         if external is not None:
             external.owns(documents=(ROOT, f"{ROOT}_index"), policies=(f"{PREFIX}/", replicated_root.POLICY_ID))
             figs.append(await measure(external, "real OPA", args))
@@ -462,6 +583,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--plot", metavar="PATH", type=Path, help="write the curve as a PNG (needs matplotlib)")
     parser.add_argument("--json", metavar="PATH", type=Path, help="write every figure and latency as JSON")
+    parser.add_argument("--only", action="append", metavar="PREFIX",
+                        help="measure only the series whose key starts with PREFIX (repeatable; e.g. placement)")
+    parser.add_argument("--real-only", action="store_true", help="with --opa-url: skip the devstack engine")
     add_server_flags(parser, opa=True)
     args = parser.parse_args()
     if args.queries < 1 or args.block < 1 or args.warmup < 0:

@@ -1,9 +1,7 @@
-# Helpers of the federation placement policy: which clusters an object may use.
+# Helpers of the federation placement policy: a ReplicaSet's
+# replica-set-preferences from the clusters the placement rules allow
+# (contract.rego: eligible_clusters, constraint_errors).
 package io.k8s.federation.placement
-
-eu_key := "policy.federation.alpha.kubernetes.io/eu-jurisdiction-required"
-
-pci_key := "policy.federation.alpha.kubernetes.io/pci-compliance-level"
 
 preferences_key := "federation.kubernetes.io/replica-set-preferences"
 
@@ -11,21 +9,6 @@ preferences_key := "federation.kubernetes.io/replica-set-preferences"
 # later decision recomputes them from scratch), "developer" otherwise (so the
 # developer's choice is kept, restricted to eligible clusters).
 source_key := "fedplace.io/replica-set-preferences-source"
-
-# The cluster label that carries a cluster's PCI compliance level.
-pci_label := "pci-compliance-level"
-
-# A whole number written in at most 15 decimal digits ("0", "02", "12"): exact
-# as a Rego number, and safe to convert — number() is only called on such
-# strings, so to_number cannot fail (a failing builtin makes the rule undefined
-# on an OPA server, silently changing the decision).
-whole_number(s) if {
-	is_string(s)
-	regex.match(`^[0-9]{1,15}$`, s)
-}
-
-# The value of a whole_number string.
-number(s) := to_number(s)
 
 requested := object.get(input, ["metadata", "annotations"], {})
 
@@ -47,38 +30,15 @@ applies if {
 	not karmada
 }
 
-eu_required if requested[eu_key] == "true"
-
-pci_required if requested[pci_key]
-
+# A ReplicaSet asks for placement when a placement rule set requires or
+# forbids something of its clusters (contract.rego).
 constrained if {
 	applies
-	eu_required
+	asks_placement
 }
 
-constrained if {
-	applies
-	pci_required
-}
-
-required_pci := number(requested[pci_key]) if whole_number(requested[pci_key])
-
-else := 0
-
-# Malformed constraint annotations (every placed kind); annotation_errors adds
+# Malformed requests (every placed kind: contract.rego's constraint_errors) and
 # the replica-set-preferences ones (ReplicaSets).
-constraint_errors contains msg if {
-	value := requested[pci_key]
-	not whole_number(value)
-	msg := sprintf("annotation %s must be a whole number (at most 15 digits), got %q", [pci_key, value])
-}
-
-constraint_errors contains msg if {
-	value := requested[eu_key]
-	not value in {"true", "false"}
-	msg := sprintf("annotation %s must be \"true\" or \"false\", got %q", [eu_key, value])
-}
-
 annotation_errors contains msg if some msg in constraint_errors
 
 annotation_errors contains msg if {
@@ -97,102 +57,6 @@ annotation_errors contains msg if {
 	value := object.get(developer_preferences, "clusters", {})
 	not is_object(value)
 	msg := sprintf("annotation %s: clusters must be an object of cluster name to preferences, got %s", [preferences_key, type_name(value)])
-}
-
-clusters := data.kubernetes.clusters
-
-# -- the clusters, through opa-kube-sync's index when it is there ---------------------
-#
-# opa-kube-sync keeps the clusters grouped by label value and by region beside
-# the mirror, at data.kubernetes_index.clusters (docs/sync.md, "Indexes"):
-#   {"layout": 2, "names": {name: true}, "labels": {key: {value: {name: true}}},
-#    "regions": {region: {name: true}},
-#    "region_labels": {region: {key: {value: {name: true}}}},
-#    "named_by": {key: {name: true}}}
-# With it, which clusters an object may use is a union of the groups whose
-# region and label value qualify, which together hold exactly the answer: the
-# cost grows with the answer, not with the federation (intersecting two groups
-# would cost time in the clusters on both sides). Without it
-# (opa test, OPA fed by another sync, an index of a layout these rules do not
-# know) the rules read every cluster. Same decision either way
-# (placement_index_test.rego). The index is read where it is, never passed to a
-# function: a real OPA server converts a stored document passed whole.
-
-cluster_index_ready if data.kubernetes_index.clusters.layout == 2
-
-# Every replicated cluster's name.
-cluster_names := object.keys(data.kubernetes_index.clusters.names) if {
-	cluster_index_ready
-} else := object.keys(clusters) if {
-	is_object(clusters)
-} else := set()
-
-# The clusters whose region is in the EU and whose PCI level meets the
-# requirement (when EU jurisdiction is required), else whose PCI level does.
-eligible_clusters := indexed_eligible if cluster_index_ready
-
-else := scanned_eligible
-
-indexed_eligible := pci_indexed if not eu_required
-
-indexed_eligible := eu_indexed if {
-	eu_required
-	required_pci == 0
-}
-
-indexed_eligible := union({object.keys(names) |
-	some region, by_label in data.kubernetes_index.clusters.region_labels
-	regex.match(eu_region_pattern, lower(region))
-	some value, names in by_label[pci_label]
-	whole_number(value)
-	number(value) >= required_pci
-}) if {
-	eu_required
-	required_pci > 0
-}
-
-pci_indexed := cluster_names if required_pci == 0
-
-pci_indexed := union({object.keys(names) |
-	some value, names in data.kubernetes_index.clusters.labels[pci_label]
-	whole_number(value)
-	number(value) >= required_pci
-}) if {
-	required_pci > 0
-}
-
-eu_indexed := union({object.keys(names) |
-	some region, names in data.kubernetes_index.clusters.regions
-	regex.match(eu_region_pattern, lower(region))
-})
-
-scanned_eligible contains name if {
-	not eu_required
-	some name, cluster in clusters
-	pci_ok(object.get(cluster, ["metadata", "labels", pci_label], "0"))
-}
-
-# EU jurisdiction by region: provider prefix (GCE europe-*, AWS eu-*) or name
-# (Azure *europe), matched against the lower-cased region: a Federation v1
-# Cluster's status.region, else a Karmada Cluster's spec.region.
-eu_region_pattern := `^(europe-|eu-)|europe$`
-
-scanned_eligible contains name if {
-	eu_required
-	some name, cluster in clusters
-	region := object.get(cluster, ["status", "region"], object.get(cluster, ["spec", "region"], ""))
-	is_string(region)
-	regex.match(eu_region_pattern, lower(region))
-	pci_ok(object.get(cluster, ["metadata", "labels", pci_label], "0"))
-}
-
-# A cluster's PCI level label satisfies the requirement; labels that are not
-# whole numbers count as level 0.
-pci_ok(_) if required_pci == 0
-
-pci_ok(label) if {
-	whole_number(label)
-	number(label) >= required_pci
 }
 
 developer_set_preferences if {
@@ -241,9 +105,3 @@ preferences_text := concat("", [
 	concat(`":{"weight":1},"`, sort(eligible_clusters)),
 	`":{"weight":1}},"rebalance":true}`,
 ])
-
-requirements_text := sprintf("EU jurisdiction required: %v, PCI compliance level >= %d", [eu_required_bool, required_pci])
-
-eu_required_bool if eu_required
-
-else := false

@@ -114,28 +114,23 @@ placement_kind := sprintf("this is a %s", [k]) if {
 
 # -- requirements ----------------------------------------------------------------
 
+# Every requirement and forbid of the placement rule sets (contract.rego), in
+# the explanation contract's words: "name" is the requirement id, "label" the
+# cluster property it reads, plus who imposed it and the rule set.
 placement_requirements := array.concat(
-	[r | some r in [placement_eu_requirement]],
-	[r | some r in [placement_pci_requirement]],
+	[{
+		"name": r.id, "label": placement.condition_subject_text(r.cluster), "required": r.requires,
+		"source": r.source, "imposed_by": r.imposed_by, "set": r.set,
+	} |
+		some r in placement.valid_requirements
+	],
+	[{
+		"name": f.id, "label": "rule", "required": f.requires,
+		"source": f.source, "imposed_by": f.imposed_by, "set": f.set,
+	} |
+		some f in placement.valid_forbids
+	],
 )
-
-placement_eu_requirement := {
-	"name": "eu-jurisdiction",
-	"label": "region",
-	"required": "EU",
-	"source": placement_source(placement.eu_key),
-} if {
-	placement.eu_required
-}
-
-placement_pci_requirement := {
-	"name": "pci-compliance-level",
-	"label": "PCI",
-	"required": sprintf(">= %d", [placement.required_pci]),
-	"source": placement_source(placement.pci_key),
-} if {
-	placement.pci_required
-}
 
 placement_source(key) := sprintf("annotation %s: %s", [key, json.marshal(placement.requested[key])])
 
@@ -157,7 +152,7 @@ placement_clusters := {name: entry |
 	is_object(known)
 	some name, cluster in known
 	is_object(cluster)
-	checks := array.concat(placement_eu_checks(cluster), placement_pci_checks(cluster))
+	checks := placement_rule_checks(name)
 	entry := object.union(
 		{
 			"eligible": placement_member(name, placement.eligible_clusters),
@@ -177,44 +172,14 @@ placement_requested(name) := {"requested": placement_member(name, placement.deve
 	count(placement.developer_clusters) > 0
 } else := {}
 
-placement_eu_checks(cluster) := [check] if {
-	placement.eu_required
-
-	# as lib.rego reads it: a Federation v1 Cluster's status.region, else a Karmada Cluster's spec.region
-	region := object.get(cluster, ["status", "region"], object.get(cluster, ["spec", "region"], ""))
-	check := {
-		"requirement": "eu-jurisdiction",
-		"label": "region",
-		"value": region,
-		"required": "EU",
-		"ok": placement_in_eu(region),
-	}
-} else := []
-
-placement_in_eu(region) if {
-	is_string(region)
-	regex.match(placement.eu_region_pattern, lower(region))
-} else := false
-
-placement_pci_checks(cluster) := [object.union(check, placement_pci_note(label))] if {
-	placement.pci_required
-	label := object.get(cluster, ["metadata", "labels", placement.pci_label], "0")
-	check := {
-		"requirement": "pci-compliance-level",
-		"label": "PCI",
-		"value": label,
-		"required": sprintf(">= %d", [placement.required_pci]),
-		"ok": placement_pci_ok(label),
-	}
-} else := []
-
-placement_pci_ok(label) if placement.pci_ok(label)
-
-else := false
-
-placement_pci_note(label) := {} if placement.whole_number(label)
-
-else := {"note": "not a whole number: counts as level 0"}
+# The rule sets' checks of one cluster (contract.rego's cluster_checks), in the
+# explanation contract's words.
+placement_rule_checks(name) := [{
+	"requirement": c.id, "label": c.subject, "value": c.value, "required": c.requires, "ok": c.ok,
+	"imposed_by": c.imposed_by, "set": c.set,
+} |
+	some c in placement.cluster_checks[name]
+]
 
 # -- summary ------------------------------------------------------------------------
 
@@ -266,7 +231,7 @@ selector_clusters := {name: entry |
 	is_object(cluster)
 	labels := selector_labels(cluster)
 	checks := array.concat(
-		array.concat(placement_eu_checks(cluster), placement_pci_checks(cluster)),
+		placement_rule_checks(name),
 		array.concat([selector_name_check(name, labels)], selector_developer_checks(name, labels)),
 	)
 	entry := object.union(

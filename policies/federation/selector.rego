@@ -100,11 +100,6 @@ selector_kind if {
 	input.kind in selector_kinds_collection
 }
 
-# The object carries a placement constraint annotation, whatever its kind.
-asks_placement if eu_required
-
-asks_placement if pci_required
-
 # (The cheap test first: most objects ask for nothing, and then the settings
 # are never checked.)
 selector_constrained if {

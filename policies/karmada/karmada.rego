@@ -163,22 +163,19 @@ template := t if {
 	t.kind == resource.kind
 }
 
-# The template's requirements, read by the federation rules with the template as input.
-requirement_errors := e if {
-	e := placement.constraint_errors with input as template
+# The template's requirements, read by the federation rules with the template
+# as input, in one evaluation (each `with` evaluates the rules afresh).
+judged := j if {
+	j := placement.judgement with input as template
 }
 
-asks if {
-	placement.asks_placement with input as template
-}
+requirement_errors := judged.errors
 
-eligible := e if {
-	e := placement.eligible_clusters with input as template
-}
+asks if judged.asks
 
-requirements_text := t if {
-	t := placement.requirements_text with input as template
-}
+eligible := judged.eligible
+
+requirements_text := judged.requirements_text
 
 # -- the last decision, from the binding's own annotations ---------------------------
 
@@ -234,7 +231,10 @@ decided if {
 # malformed requirements may use none on a binding never decided (fail
 # closed); a binding decided before keeps its last exclusions. Remediation
 # narrows the binding again once the template is known.
-forbidden := f if {
+forbidden := forbidden_clusters if {
+	decided
+	count(data.io.k8s.federation.karmada.dependencies_forbidden) == 0
+} else := f if {
 	decided
 	f := forbidden_clusters | data.io.k8s.federation.karmada.dependencies_forbidden
 }
@@ -249,6 +249,23 @@ else := set() if not asks
 
 else := all_clusters - eligible
 
+# The template's requirements alone decide (the last case of forbidden_clusters).
+requirements_decide if {
+	not keeping
+	template
+	count(requirement_errors) == 0
+	asks
+}
+
+# The forbidden clusters sorted, and the others: each computed once (the
+# eligible ones themselves when the template's requirements alone decide).
+forbidden_sorted := sort(forbidden)
+
+allowed := eligible if {
+	requirements_decide
+	count(data.io.k8s.federation.karmada.dependencies_forbidden) == 0
+} else := all_clusters - forbidden
+
 unsatisfiable if {
 	decided
 	template
@@ -259,9 +276,9 @@ unsatisfiable if {
 
 # fedplace.io/excluded-clusters: the smaller of the two lists, so that a
 # binding excluding all but a few of thousands of clusters stays small.
-excluded_value := sort(forbidden) if {
-	count(forbidden) <= count(all_clusters - forbidden)
-} else := {"allExcept": sort(all_clusters - forbidden)}
+excluded_value := forbidden_sorted if {
+	count(forbidden) <= count(allowed)
+} else := {"allExcept": sort(allowed)}
 
 why := msg if {
 	decided
@@ -293,11 +310,11 @@ why_text := sprintf("placement setting karmada_templates names no valid plural f
 # fedplace.io/excluded-clusters).
 excluded_text := names_text(forbidden) if {
 	count(forbidden) <= values_shown
-} else := sprintf("%d of %d clusters, every one but %s", [count(forbidden), count(all_clusters), names_text(all_clusters - forbidden)]) if {
-	count(all_clusters - forbidden) <= values_shown
+} else := sprintf("%d of %d clusters, every one but %s", [count(forbidden), count(all_clusters), names_text(allowed)]) if {
+	count(allowed) <= values_shown
 } else := sprintf("%d of %d clusters: %s and %d more", [
 	count(forbidden), count(all_clusters),
-	concat(", ", [n | some i, n in sort(forbidden); i < values_shown]),
+	concat(", ", array.slice(forbidden_sorted, 0, values_shown)),
 	count(forbidden) - values_shown,
 ])
 
@@ -336,7 +353,29 @@ record := r if {
 } else := {}
 
 # A list's digest: the first 16 hex digits of the SHA-256 of its JSON.
-list_digest(l) := substring(crypto.sha256(json.marshal(l)), 0, 16)
+list_digest(l) := substring(crypto.sha256(list_json(l)), 0, 16)
+
+# A list's JSON as json.marshal writes it. A list of strings JSON writes as
+# they are (no quote, backslash, control character, <, >, & or line/paragraph
+# separator: cluster names) is joined directly: the same bytes, without
+# converting thousands of names one by one.
+list_json(l) := "[]" if {
+	count(l) == 0
+} else := concat("", [`["`, joined, `"]`]) if {
+	all_strings(l)
+	not regex.match(`["\\\x00-\x1f<>&\x{2028}\x{2029}]`, concat("", l))
+	joined := concat(`","`, l)
+} else := json.marshal(l)
+
+# Every element of a non-empty list is a string: sort orders values by type
+# (null, booleans, numbers, strings, then composites), so the first and the
+# last of the sorted list are strings only then. One native sort rather than
+# a test per element.
+all_strings(l) if {
+	sorted := sort(l)
+	is_string(sorted[0])
+	is_string(sorted[count(sorted) - 1])
+}
 
 # The PropagationPolicy or ClusterPropagationPolicy the binding's placement was
 # copied from (Karmada's detector names it in the binding's annotations), when
@@ -412,7 +451,20 @@ location(key, path, affinity, policy_affinity) := {
 } if {
 	current := exclude_list(affinity)
 	user := user_list(current, own_entries(key, current) - {x | some x in exclude_list(policy_affinity)})
-	added := sort(forbidden - {x | some x in user})
+	added := added_to(user)
+}
+
+# The forbidden clusters not among the user's entries, sorted (no copy of the
+# whole list when no user entry is forbidden, the usual case).
+added_to(user) := forbidden_sorted if {
+	not any_forbidden(user)
+} else := [x | some x in forbidden_sorted; not x in user_set] if {
+	user_set := {y | some y in user}
+}
+
+any_forbidden(names) if {
+	some x in names
+	x in forbidden
 }
 
 exclude_list(affinity) := l if {
@@ -449,13 +501,13 @@ exclusion_ops contains {"op": "remove", "path": loc.path} if {
 	count(loc.new) == 0
 }
 
-exclusion_ops contains {"op": "add", "path": "/spec/placement/clusterAffinity", "value": {"exclude": sort(forbidden)}} if {
+exclusion_ops contains {"op": "add", "path": "/spec/placement/clusterAffinity", "value": {"exclude": forbidden_sorted}} if {
 	count(locations) == 0
 	count(forbidden) > 0
 	is_object(placement_spec)
 }
 
-exclusion_ops contains {"op": "add", "path": "/spec/placement", "value": {"clusterAffinity": {"exclude": sort(forbidden)}}} if {
+exclusion_ops contains {"op": "add", "path": "/spec/placement", "value": {"clusterAffinity": {"exclude": forbidden_sorted}}} if {
 	count(locations) == 0
 	count(forbidden) > 0
 	not is_object(placement_spec)
@@ -466,7 +518,7 @@ new_record[key] := {"user": count(loc.user), "digest": list_digest(loc.new)} if 
 	count(loc.added) > 0
 }
 
-new_record["clusterAffinity"] := {"user": 0, "digest": list_digest(sort(forbidden))} if {
+new_record["clusterAffinity"] := {"user": 0, "digest": list_digest(forbidden_sorted)} if {
 	count(locations) == 0
 	count(forbidden) > 0
 }

@@ -185,13 +185,15 @@ dependency_forbidden[text] := f if {
 	count(f) > 0
 }
 
-object_forbidden(obj) := all_clusters if {
-	count(placement.constraint_errors) > 0 with input as obj
-} else := set() if {
-	not placement.asks_placement with input as obj
-} else := all_clusters - e if {
-	e := placement.eligible_clusters with input as obj
+object_forbidden(obj) := judged_forbidden(j) if {
+	j := placement.judgement with input as obj
 }
+
+judged_forbidden(j) := all_clusters if {
+	count(j.errors) > 0
+} else := set() if {
+	not j.asks
+} else := all_clusters - j.eligible
 
 dependencies_forbidden := {c | some _, f in dependency_forbidden; some c in f}
 
