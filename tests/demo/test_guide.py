@@ -19,11 +19,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
-from tests.demo.test_demo import Demo, descendants, kubectl_dir, start_demo, stop_left_over
+from tests.demo.test_demo import (
+    Demo,
+    demo,  # noqa: F401 - the module-scoped fixture: this module's own demo
+    kubectl_dir,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs" / "policies.md"
@@ -41,28 +44,18 @@ def guide_blocks() -> list[str]:
     return re.findall(r"^```sh\n(.*?)^```$", section, flags=re.S | re.M)
 
 
-def printed_environment(demo: Demo) -> dict[str, str]:
+def printed_environment(running: Demo) -> dict[str, str]:
     """KUBECONFIG, OPA_FLAGS and SYNC_URL of the federation control plane, as the demo printed them."""
-    (block, *_) = demo.blocks()
+    (block, *_) = running.blocks()
     kubeconfig = next(c for c in block if c.startswith("export KUBECONFIG=")).removeprefix("export KUBECONFIG=")
     explain = shlex.split(next(c for c in block if " explain " in c))
     opa = ["--opa-url", explain[explain.index("--opa-url") + 1],
            "--opa-token-file", explain[explain.index("--opa-token-file") + 1]]
-    start = next(i for i, line in enumerate(demo.lines) if "Everything is still running" in line)
-    sync = next(line for line in demo.lines[start:] if line.strip().startswith("opa-kube-sync "))
+    start = next(i for i, line in enumerate(running.lines) if "Everything is still running" in line)
+    sync = next(line for line in running.lines[start:] if line.strip().startswith("opa-kube-sync "))
     return {"KUBECONFIG": shlex.split(kubeconfig)[0],
             "OPA_FLAGS": " ".join(shlex.quote(str(Path(ROOT, w))) if w.endswith(".token") else w for w in opa),
             "SYNC_URL": sync.split()[1]}
-
-
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
-    running = start_demo(tmp_path_factory.mktemp("demo"))
-    try:
-        running.wait_ready()
-        yield running
-    finally:
-        stop_left_over(running, descendants(running.proc.pid))
 
 
 def run_block(script: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -87,7 +80,7 @@ def test_the_guide_has_its_steps():
 
 
 @pytest.mark.timeout(900)
-def test_the_guide_works_as_written(demo: Demo, tmp_path: Path) -> None:
+def test_the_guide_works_as_written(demo: Demo, tmp_path: Path) -> None:  # noqa: F811 - the fixture
     env = {**os.environ, **printed_environment(demo), "HOME": str(tmp_path),
            "PATH": os.pathsep.join([str(kubectl_dir(tmp_path)), str(Path(sys.executable).parent), os.environ["PATH"]])}
     for name in ("FEDPLACE_TEST_KUBECONFIG", "FEDPLACE_TEST_OPA_URL"):

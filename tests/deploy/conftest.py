@@ -177,6 +177,18 @@ def expand_env(args: list[str], env: dict[str, str]) -> list[str]:
 NODE_LOCAL_PACKS = ("nodeadmission",)  # policy for the OPA on each node: never in the control plane
 
 
+def with_components(kubectl: str, workspace: Path, base: str, *components: str, prefix: str = "test") -> Rendered:
+    """The build of an overlay (named ``<prefix>-<base>-<components>`` in the workspace) listing
+    ``base`` as its resource and ``components`` (folders of deploy/components) in that order."""
+    name = f"{prefix}-" + "-".join([base.strip("./").replace("/", "-"), *components])
+    overlay = workspace / "overlays" / name
+    overlay.mkdir(exist_ok=True)
+    (overlay / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+        f"resources:\n  - {base}\ncomponents:\n" + "".join(f"  - ../../components/{c}\n" for c in components))
+    return render(kubectl, overlay)
+
+
 RULE_SETS_ON = ("rules-eu-pci",)  # the placement rule sets the base ships; every other rules-* is a component
 
 

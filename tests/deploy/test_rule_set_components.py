@@ -11,21 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.deploy.conftest import DEPLOY, OVERLAYS, ROOT, Rendered, rego_sources, render, rule_set_off
+from tests.deploy.conftest import DEPLOY, OVERLAYS, ROOT, Rendered, rego_sources, rule_set_off, with_components
 from tests.deploy.test_semantics import sync_config
 
 POLICY_NS = "kube-federation-scheduling-policy"
 SETS = sorted(p.name.removeprefix("rules-") for p in (ROOT / "policies").iterdir() if p.is_dir() and rule_set_off(p.name))
-
-
-def with_components(kubectl: str, workspace: Path, base: str, *components: str) -> Rendered:
-    name = "test-rule-sets-" + "-".join([base.strip("./").replace("/", "-"), *components])
-    overlay = workspace / "overlays" / name
-    overlay.mkdir(exist_ok=True)
-    (overlay / "kustomization.yaml").write_text(
-        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
-        f"resources:\n  - {base}\ncomponents:\n" + "".join(f"  - ../../components/{c}\n" for c in components))
-    return render(kubectl, overlay)
 
 
 def policy_configmaps(r: Rendered) -> dict[str, dict[str, str]]:
@@ -48,7 +38,7 @@ def test_a_component_adds_its_configmap_alone(kubectl: str, workspace: Path, ren
                                               base: str, rule_set: str):
     without = rendered[base]
     assert f"fedplace-rules-{rule_set}" not in policy_configmaps(without), "off by default"
-    got = with_components(kubectl, workspace, f"../{base}", f"placement-rules-{rule_set}")
+    got = with_components(kubectl, workspace, f"../{base}", f"placement-rules-{rule_set}", prefix="test-rule-sets")
     added = {k: v for k, v in policy_configmaps(got).items() if k not in policy_configmaps(without)}
     sources = rego_sources(off_by_default=True)
     assert added == {f"fedplace-rules-{rule_set}": sources[f"fedplace-rules-{rule_set}"]}
@@ -58,7 +48,8 @@ def test_a_component_adds_its_configmap_alone(kubectl: str, workspace: Path, ren
 
 
 def test_all_three_together(kubectl: str, workspace: Path, rendered: dict[str, Rendered]):
-    got = with_components(kubectl, workspace, "../self-signed", *[f"placement-rules-{s}" for s in SETS])
+    got = with_components(kubectl, workspace, "../self-signed", *[f"placement-rules-{s}" for s in SETS],
+                          prefix="test-rule-sets")
     assert {k: v for k, v in policy_configmaps(got).items() if k.startswith("fedplace-rules-")} == {
         **rego_sources(off_by_default=True), "fedplace-rules-eu-pci": rego_sources()["fedplace-rules-eu-pci"]}
 

@@ -16,15 +16,14 @@ from pathlib import Path
 from typing import Any, AsyncIterator
 
 import pytest
-import yaml
 from kubernetes_asyncio import client
 
 from devstack.shipped import shipped_policy_configmaps
 from fedplace.common.kube_client import KubeApiError, kube_json
 from tests.fixtures.kube import ScratchNamespaces
-from tests.fixtures.stack import eventually, policy_loaded, rules, webhook_stack
+from tests.fixtures.stack import eventually, rules, webhook_stack
+from tests.rule_sets.helpers import component_configmap, load
 
-ROOT = Path(__file__).resolve().parents[2]
 PREFS = "federation.kubernetes.io/replica-set-preferences"
 COUNTRIES = "residency.fedplace.io/countries"
 HARDWARE = "hardware.fedplace.io/cluster-labels"
@@ -35,17 +34,6 @@ SETS = ("tenancy", "residency", "hardware")
 def cluster(name: str, labels: dict[str, str]) -> dict[str, Any]:
     return {"apiVersion": "federation.fedplace.io/v1beta1", "kind": "Cluster",
             "metadata": {"name": name, "labels": labels}, "status": {"region": "europe-west1"}}
-
-
-def component_configmap(rule_set: str) -> dict[str, Any]:
-    """The ConfigMap deploy/components/placement-rules-<set> adds."""
-    (cm,) = [d for d in yaml.safe_load_all(
-        (ROOT / "deploy" / "components" / f"placement-rules-{rule_set}" / "rules.yaml").read_text()) if d]
-    return cm
-
-
-async def _true(value: bool) -> bool:
-    return value
 
 
 @pytest.fixture
@@ -71,12 +59,7 @@ async def system(opa: Any, kube: Any, kube_api: client.ApiClient, kube_namespace
         for rule_set in SETS:
             cm = component_configmap(rule_set)
             configmaps[cm["metadata"]["name"]] = cm["data"]
-        for name, data in configmaps.items():
-            await kube_json(kube_api, "POST", f"/api/v1/namespaces/{policy_ns}/configmaps", body={
-                "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data})
-        for name in configmaps:
-            await eventually(lambda name=name: policy_loaded(kube_api, policy_ns, name), what=f"{name} to load")
-        await eventually(lambda: _true(stack.sync.is_ready()), what="the sync to be ready")
+        await load(kube_api, stack, policy_ns, configmaps)
         status, body = await opa.request("PUT", "/v1/data/kubernetes/clusters", json_body=clusters)
         assert status == 204, body
         yield {"api": kube_api, "opa": opa, "tenant_ns": tenant_ns, "open_ns": open_ns, "uid": uid}

@@ -18,17 +18,13 @@ from devstack.shipped import shipped_policy_configmaps
 from fedplace.common.kube_client import kube_json
 from tests.fixtures.karmada import Karmada
 from tests.fixtures.kube import ScratchNamespaces
-from tests.fixtures.stack import Stack, eventually, policy_loaded, webhook_stack
+from tests.fixtures.stack import Stack, eventually, webhook_stack
 from tests.karmada.helpers import policy
 from tests.packs.karmada.helpers import SETTINGS, SYNC_FLAGS, WEBHOOK_RULES, deployment, excluded
-from tests.rule_sets.test_e2e import component_configmap
+from tests.rule_sets.helpers import component_configmap, load
 
 TENANT = "fedplace.io/tenant"
 MERGE = "application/merge-patch+json"
-
-
-async def _true(value: bool) -> bool:
-    return value
 
 
 async def tenant_replicated(opa: Any, namespace: str, tenant: str) -> bool:
@@ -51,12 +47,7 @@ async def stack(karmada: Karmada, opa: Any, kube: Any, kube_namespaces: ScratchN
                              policy_ns=policy_ns, webhook_rules=WEBHOOK_RULES, namespaces=[karmada.namespace],
                              sync_flags=[*SYNC_FLAGS, "--replicate-cluster", "v1/namespaces",
                                          "--replicate-ignore-namespaces", policy_ns]) as s:
-        for name, data in configmaps.items():
-            await kube_json(api, "POST", f"/api/v1/namespaces/{policy_ns}/configmaps", body={
-                "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data})
-        for name in configmaps:
-            await eventually(lambda name=name: policy_loaded(api, policy_ns, name), what=f"{name} to load")
-        await eventually(lambda: _true(s.sync.is_ready()), what="the sync to be ready")
+        await load(api, s, policy_ns, configmaps)
         yield s
 
 
