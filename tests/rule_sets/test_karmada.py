@@ -23,6 +23,8 @@ from tests.karmada.helpers import policy
 from tests.packs.karmada.helpers import SETTINGS, SYNC_FLAGS, WEBHOOK_RULES, deployment, excluded
 from tests.rule_sets.helpers import component_configmap, load
 
+pytestmark = pytest.mark.karmada  # whichever Karmada the session has (also in make test-karmada-real)
+
 TENANT = "fedplace.io/tenant"
 MERGE = "application/merge-patch+json"
 
