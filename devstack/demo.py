@@ -279,7 +279,6 @@ async def demo_steps(api: client.ApiClient, work: Path, logs: Path, engine: Serv
         "-m", "fedplace.sync", "--opa-url", engine.url + "/v1", "--opa-token-file", str(work / "opa.token"),
         "--kubeconfig", str(kubeconfig), "--listen", "127.0.0.1:{port}",
         "--replicate", "apps/v1/replicasets", "--replicate-cluster", "federation.fedplace.io/v1beta1/clusters",
-        "--replicate-cluster", "v1/namespaces",  # what placement rule sets read of a namespace, as deploy/base
         *[a for r in SELECTOR_RESOURCES for a in ("--replicate", r, "--remediate-resource", r)],
         "--remediate-resource", "apps/v1/replicasets",
         "--replicate-ignore-namespaces", f"kube-system,opa,{POLICY_NS}",
