@@ -75,7 +75,7 @@ def explore_lines(planes: Sequence[ControlPlane], cwd: Path, policy_file: Path |
     """The text ``--keep-running`` prints, one line per item; the first plane is the main one.
     ``policy_file`` is the shipped Rego file the what-if example proposes (a copy a user edits)."""
     fedplace = fedplace_command(cwd)
-    policy_file = policy_file or ROOT / "policies" / "federation" / "lib.rego"
+    policy_file = policy_file or ROOT / "policies" / "rules-eu-pci" / "eu_pci.rego"
     out = ["", "Everything is still running: Ctrl-C (or SIGTERM) stops every server.",
            f"Commands for another shell (from {cwd.absolute()}):"]
     for i, plane in enumerate(planes):

@@ -89,6 +89,7 @@ def policy_configmaps() -> dict[str, dict[str, str]]:
     shipped = shipped_policy_configmaps()
     settings = yaml.safe_load(SETTINGS_FILE.read_text())
     return {"fedplace-lib": shipped["fedplace-lib"], "fedplace-federation": shipped["fedplace-federation"],
+            "fedplace-rules-eu-pci": shipped["fedplace-rules-eu-pci"],
             "fedplace-karmada": shipped["fedplace-karmada"], settings["metadata"]["name"]: settings["data"]}
 
 
@@ -353,7 +354,7 @@ async def _steps(api: client.ApiClient, engine: ServerProcess, first: int, *, sa
     except KubeApiError as exc:
         say(f"   {exc.status}: {exc.message}")
         check(exc.status == 403 and "no cluster satisfies the placement policy "
-              "(EU jurisdiction required: true, PCI compliance level >= 4)" in exc.message,
+              "(EU jurisdiction required, PCI compliance level >= 4)" in exc.message,
               "the template denied (403) with the policy's message")
     try:
         await kube_json(api, "POST", PROPAGATION_POLICIES.collection_path(NS), body=propagation_policy(

@@ -29,7 +29,7 @@ from tests.kubectl import real_kubectl, venv_kubectl
 ROOT = Path(__file__).resolve().parents[2]
 READY = "Everything is still running"
 DEMO_TIMEOUT = 420.0  # seconds until the demo says it is still running, on a busy machine
-LIB = ROOT / "policies" / "federation" / "lib.rego"
+RULE_SET = ROOT / "policies" / "rules-eu-pci" / "eu_pci.rego"
 
 
 @dataclass
@@ -193,12 +193,12 @@ def test_the_printed_commands_work_as_printed(demo: Demo, tmp_path: Path) -> Non
 
 @pytest.mark.timeout(900)
 def test_what_if_with_a_changed_copy_of_a_shipped_file(demo: Demo, tmp_path: Path) -> None:
-    """The printed what-if, given an edited copy of lib.rego: it replaces the loaded module of
+    """The printed what-if, given an edited copy of the EU/PCI rule set: it replaces the loaded module of
     that name (no "multiple default rules") and shows what the change would do."""
     (block,) = [b for b in demo.blocks() if any("what-if" in c for c in b)]
     (command,) = [c for c in block if "what-if" in c]
-    copy = tmp_path / "lib.rego"
-    shutil.copy(LIB, copy)
+    copy = tmp_path / "eu_pci.rego"
+    shutil.copy(RULE_SET, copy)
     text = copy.read_text()
     assert 'pci_label := "pci-compliance-level"' in text
     copy.write_text(text.replace('pci_label := "pci-compliance-level"', 'pci_label := "pci-level"'))
@@ -208,7 +208,7 @@ def test_what_if_with_a_changed_copy_of_a_shipped_file(demo: Demo, tmp_path: Pat
     assert got.returncode == 1, f"{got.stdout}\n{got.stderr}"  # changes over the thresholds
     assert "multiple default rules" not in got.stdout + got.stderr
     assert "Would not compile" not in got.stdout
-    assert "/fedplace-federation/lib.rego" in got.stdout, got.stdout
+    assert "/fedplace-rules-eu-pci/eu_pci.rego" in got.stdout, got.stdout
     assert "payments" in got.stdout
 
 

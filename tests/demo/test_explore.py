@@ -45,7 +45,7 @@ def test_the_lines_name_every_url_credential_and_command(tmp_path: Path) -> None
     commands = [line.strip()[2:] for line in text.splitlines() if line.strip().startswith("$ ")]
     whatif = shlex.split(next(c for c in commands if " what-if " in c))
     assert whatif[whatif.index("--policy") + 1] == str(Path(__file__).resolve().parents[2]
-                                                          / "policies" / "federation" / "lib.rego")
+                                                          / "policies" / "rules-eu-pci" / "eu_pci.rego")
     assert whatif[whatif.index("--opa-token-file") + 1] == "w/opa.token"
     explain = shlex.split(next(c for c in commands if " explain " in c))
     assert explain[explain.index("explain") + 1:explain.index("explain") + 4] == ["replicaset/payments", "-n", "shop"]

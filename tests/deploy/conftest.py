@@ -177,14 +177,37 @@ def expand_env(args: list[str], env: dict[str, str]) -> list[str]:
 NODE_LOCAL_PACKS = ("nodeadmission",)  # policy for the OPA on each node: never in the control plane
 
 
+def with_components(kubectl: str, workspace: Path, base: str, *components: str, prefix: str = "test") -> Rendered:
+    """The build of an overlay (named ``<prefix>-<base>-<components>`` in the workspace) listing
+    ``base`` as its resource and ``components`` (folders of deploy/components) in that order."""
+    name = f"{prefix}-" + "-".join([base.strip("./").replace("/", "-"), *components])
+    overlay = workspace / "overlays" / name
+    overlay.mkdir(exist_ok=True)
+    (overlay / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+        f"resources:\n  - {base}\ncomponents:\n" + "".join(f"  - ../../components/{c}\n" for c in components))
+    return render(kubectl, overlay)
+
+
+RULE_SETS_ON = ("rules-eu-pci",)  # the placement rule sets the base ships; every other rules-* is a component
+
+
+def rule_set_off(folder: str) -> bool:
+    """Whether policies/<folder> is a placement rule set shipped off by default."""
+    return folder.startswith("rules-") and folder not in RULE_SETS_ON
+
+
 @functools.lru_cache(maxsize=None)
-def rego_sources() -> dict[str, dict[str, str]]:
+def rego_sources(*, off_by_default: bool = False) -> dict[str, dict[str, str]]:
     """{ConfigMap name: {key: source}} the base ships: one ConfigMap ``fedplace-<folder>`` per
     top-level folder of policies/, keyed by file name — not the tests, not ``generated/``
-    (what opa-kube-sync writes into OPA itself, see sync/replicated_root.py), and not the
-    node-local packs."""
+    (what opa-kube-sync writes into OPA itself, see sync/replicated_root.py), not the
+    node-local packs, and not the rule sets shipped off by default (those alone with
+    ``off_by_default``: one component each)."""
     out: dict[str, dict[str, str]] = {}
     for folder in sorted(p for p in (ROOT / "policies").iterdir() if p.is_dir() and p.name not in NODE_LOCAL_PACKS):
+        if rule_set_off(folder.name) != off_by_default:
+            continue
         files = {f.name: f.read_text(encoding="utf-8") for f in sorted(folder.glob("*.rego"))
                  if not f.name.endswith("_test.rego")}
         if files:

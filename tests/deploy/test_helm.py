@@ -70,6 +70,9 @@ REPO = "registry.example/fedplace"
 
 SS, CM = ["../self-signed"], ["../cert-manager"]
 PACKS = {"packs": {"limitrange": {"enabled": True}, "schedulingpolicy": {"enabled": True}}}
+RULE_SETS = ["placement-rules-hardware", "placement-rules-residency", "placement-rules-tenancy"]
+ALL_RULES = {"placementRules": {"tenancy": {"enabled": True}, "hardware": {"enabled": True},
+                                "residency": {"enabled": True}}}
 # name: (values, kustomize overlay resources, components in the order an overlay lists them)
 EQUIVALENT: dict[str, tuple[dict[str, Any], list[str], list[str]]] = {
     "defaults": ({}, SS, []),
@@ -81,12 +84,14 @@ EQUIVALENT: dict[str, tuple[dict[str, Any], list[str], list[str]]] = {
                          ["remediation-enforce", "remediation-annotations-only"]),
     "monitoring": ({"monitoring": {"enabled": True}}, SS, ["monitoring"]),
     "placement-page": ({"placementPage": {"enabled": True}}, SS, ["placement-page"]),
+    "tenancy": ({"placementRules": {"tenancy": {"enabled": True}}}, SS, ["placement-rules-tenancy"]),
+    "rule-sets": (ALL_RULES, SS, RULE_SETS),
     # The base and the self-signed overlay's certificates alone (kustomize_builds makes the component).
     "no-cluster-crd": ({"clusterCRD": {"enabled": False}}, ["../../base"], ["../test-helm-tls"]),
-    "everything": ({**PACKS, "certificates": {"source": "cert-manager"}, "monitoring": {"enabled": True},
+    "everything": ({**PACKS, **ALL_RULES, "certificates": {"source": "cert-manager"}, "monitoring": {"enabled": True},
                     "remediation": {"mode": "enforce", "annotationsOnly": True}, "placementPage": {"enabled": True}},
-                   CM, ["limitrange", "schedulingpolicy", "remediation-enforce", "remediation-annotations-only",
-                        "monitoring", "placement-page"]),
+                   CM, ["limitrange", "schedulingpolicy", *RULE_SETS, "remediation-enforce",
+                        "remediation-annotations-only", "monitoring", "placement-page"]),
     # Karmada: the chart installed twice (host-cluster, karmada-apiserver) is the one kustomize build.
     "karmada": ({**PACKS, "monitoring": {"enabled": True}, "remediation": {"mode": "enforce"},
                  "placementPage": {"enabled": True}, "karmada": {"enabled": True}}, SS,

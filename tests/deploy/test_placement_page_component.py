@@ -13,20 +13,15 @@ from typing import Any
 
 import pytest
 
-from tests.deploy.conftest import OVERLAYS, Rendered, container, pod_spec, render
+from tests.deploy.conftest import OVERLAYS, Rendered, container, pod_spec
+from tests.deploy.conftest import with_components as conftest_with_components
 from tests.deploy.test_semantics import secret_key_for, sync, sync_config
 
 NS = "opa"
 
 
 def with_components(kubectl: str, workspace: Path, base: str, *components: str) -> Rendered:
-    name = "test-placement-page-" + "-".join([base.strip("./").replace("/", "-"), *components])
-    overlay = workspace / "overlays" / name
-    overlay.mkdir(exist_ok=True)
-    (overlay / "kustomization.yaml").write_text(
-        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
-        f"resources:\n  - {base}\ncomponents:\n" + "".join(f"  - ../../components/{c}\n" for c in components))
-    return render(kubectl, overlay)
+    return conftest_with_components(kubectl, workspace, base, *components, prefix="test-placement-page")
 
 
 @pytest.fixture(scope="module")

@@ -225,6 +225,31 @@ def test_policy_generator_detects_staleness(tmp_path: Path):
     assert stale.read_text() == (DEPLOY / "base" / "policies" / "policies.yaml").read_text()
 
 
+def test_policy_generator_checks_the_rule_set_components(tmp_path: Path):
+    """Every placement-rules-* component it generates is checked, and one no rule set generates is stale."""
+    components = tmp_path / "components"
+    shutil.copytree(DEPLOY / "components", components)
+    tenancy = components / "placement-rules-tenancy" / "rules.yaml"
+    tenancy.write_text(tenancy.read_text().replace("package", "packag", 1))
+    stray = components / "placement-rules-gone" / "rules.yaml"
+    stray.parent.mkdir()
+    stray.write_text("kind: ConfigMap\n")
+    (components / "placement-rules-hardware" / "kustomization.yaml").unlink()
+    base = tmp_path / "policies.yaml"
+    shutil.copyfile(DEPLOY / "base" / "policies" / "policies.yaml", base)
+    cmd = [sys.executable, str(SCRIPTS / "sync-policy-configmap.py"), "--components", str(components), "--output", str(base)]
+    proc = run([*cmd, "--check"], check=False)
+    assert proc.returncode == 1
+    for rel in ("placement-rules-tenancy/rules.yaml", "placement-rules-gone/rules.yaml",
+                "placement-rules-hardware/kustomization.yaml"):
+        assert f"{components / rel} is stale" in proc.stderr
+    run(cmd)
+    assert run([*cmd, "--check"], check=False).returncode == 0
+    assert not stray.parent.exists()
+    for rel in ("placement-rules-tenancy/rules.yaml", "placement-rules-hardware/kustomization.yaml"):
+        assert (components / rel).read_text() == (DEPLOY / "components" / rel).read_text()
+
+
 # -- nothing secret is committed -------------------------------------------------
 
 
