@@ -9,7 +9,8 @@ Deployments — the resource templates — and ResourceBindings, remediating the
 TLS webhook registered on it for Deployments, ResourceBindings and PropagationPolicies, with the
 demo's CA and serving certificate. It installs the test CRDs shaped like Karmada's
 (devstack/karmada/crds.yaml), creates four Karmada Clusters, loads the policy ConfigMaps deploy/
-ships (``fedplace-lib``, ``fedplace-federation``, ``fedplace-karmada``) plus the settings ConfigMap
+ships (``fedplace-lib``, ``fedplace-federation``, ``fedplace-karmada``, and the EU/PCI rule set
+``fedplace-rules-eu-pci``) plus the settings ConfigMap
 of deploy/components/karmada (``control_plane := "karmada"``), and runs the devstack stand-ins for Karmada's detector and
 scheduler (devstack/karmada/standins.py) as background tasks of the demo process (the detector
 passing when a template or a PropagationPolicy changed, as Karmada's reacts to their events;
@@ -89,7 +90,8 @@ def policy_configmaps() -> dict[str, dict[str, str]]:
     shipped = shipped_policy_configmaps()
     settings = yaml.safe_load(SETTINGS_FILE.read_text())
     return {"fedplace-lib": shipped["fedplace-lib"], "fedplace-federation": shipped["fedplace-federation"],
-            "fedplace-karmada": shipped["fedplace-karmada"], settings["metadata"]["name"]: settings["data"]}
+            "fedplace-karmada": shipped["fedplace-karmada"], "fedplace-rules-eu-pci": shipped["fedplace-rules-eu-pci"],
+            settings["metadata"]["name"]: settings["data"]}
 
 
 def karmada_cluster(name: str, region: str, pci: str) -> dict[str, Any]:
@@ -353,7 +355,7 @@ async def _steps(api: client.ApiClient, engine: ServerProcess, first: int, *, sa
     except KubeApiError as exc:
         say(f"   {exc.status}: {exc.message}")
         check(exc.status == 403 and "no cluster satisfies the placement policy "
-              "(EU jurisdiction required: true, PCI compliance level >= 4)" in exc.message,
+              "(EU jurisdiction required, PCI compliance level >= 4)" in exc.message,
               "the template denied (403) with the policy's message")
     try:
         await kube_json(api, "POST", PROPAGATION_POLICIES.collection_path(NS), body=propagation_policy(
