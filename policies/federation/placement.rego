@@ -7,7 +7,7 @@
 #
 # Which clusters an object may use is the placement rule sets' answer
 # (contract.rego: packages fedplace.rules.<name>, each in a policy ConfigMap;
-# policies/rules-eu-pci is the example, on by default): an object asks for
+# policies/rules-* ship some): an object asks for
 # placement when some rule set requires or forbids something of its clusters,
 # and may then only be placed on the replicated Cluster objects
 # (data.kubernetes.clusters) no rule set forbids.

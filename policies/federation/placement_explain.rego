@@ -5,18 +5,18 @@
 # (the object exactly as admission sees it). Every pack adds its own key to
 # `packs`; this module adds "placement" (Karmada's bindings and policies, and
 # every object on Karmada, are the "karmada" pack's: policies/karmada/karmada_explain.rego).
-# With the example rule set (policies/rules-eu-pci):
+# With a rule set "tiers" requiring, of a workload annotated with a tier, the
+# cluster label tier in that list:
 #
 #   {"applies": true,
-#    "summary": "EU jurisdiction required, PCI compliance level >= 2: 2 of 5 clusters eligible",
-#    "requirements": [{"name": "eu-jurisdiction", "label": "region", "required": "EU jurisdiction required",
-#                      "source": "annotation policy.federation.alpha.kubernetes.io/eu-jurisdiction-required: \"true\"",
-#                      "imposed_by": "workload", "set": "eu_pci"}, …],
-#    "clusters": {"aws-eu-central-1": {"eligible": false, "selected": false,
-#                 "checks": [{"requirement": "eu-jurisdiction", "label": "region", "value": "eu-central-1",
-#                             "required": "EU jurisdiction required", "ok": true, "imposed_by": "workload", "set": "eu_pci"},
-#                            {"requirement": "pci-compliance-level", "label": "label pci-compliance-level", "value": "1",
-#                             "required": "PCI compliance level >= 2", "ok": false, …}]}, …}}
+#    "summary": "label tier in [gold]: 2 of 5 clusters eligible",
+#    "requirements": [{"name": "tier", "label": "label tier", "required": "label tier in [gold]",
+#                      "source": "annotation example.com/tier: \"gold\"",
+#                      "imposed_by": "workload", "set": "tiers"}, …],
+#    "clusters": {"cluster-b": {"eligible": false, "selected": false,
+#                 "checks": [{"requirement": "tier", "label": "label tier", "value": "silver",
+#                             "required": "label tier in [gold]", "ok": false, "imposed_by": "workload",
+#                             "set": "tiers"}, …]}, …}}
 #
 # The requirements and checks are the placement rule sets' (contract.rego):
 # "name"/"requirement" is a requirement's id, "label" the cluster property it

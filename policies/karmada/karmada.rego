@@ -111,15 +111,15 @@ all_clusters := placement.cluster_names
 
 # A cluster and what it fails, in words: the subject and value of each
 # requirement of the template's it does not satisfy, and each forbid naming it
-# (contract.rego's cluster_checks), e.g. "eu-b (region eu-west-1; label
-# pci-compliance-level: 1)".
+# (contract.rego's cluster_checks), e.g. "c-2 (label tier: silver; region
+# us-east-1)".
 cluster_values(name) := sprintf("%s (%s)", [name, concat("; ", failed)]) if {
 	checks := placement.cluster_checks[name] with input as template
 	failed := [check_text(c) | some c in checks; not c.ok]
 	count(failed) > 0
 } else := name
 
-# A check's subject and the cluster's value: "region eu-west-1", "label K: V"
+# A check's subject and the cluster's value: "region us-east-1", "label K: V"
 # (a label's key may hold spaces), a forbid's id and value.
 check_text(c) := sprintf("%s: %s", [c.subject, value_text(c.value)]) if startswith(c.subject, "label ")
 

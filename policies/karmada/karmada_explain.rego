@@ -9,28 +9,28 @@
 #     karmada.rego decides them in both): the template it names, the
 #     template's requirements, per cluster each requirement with the cluster's
 #     value and whether the decision excludes it, and what the binding's
-#     exclude lists have and would get (with the example rule set,
-#     policies/rules-eu-pci):
+#     exclude lists have and would get (with a rule set "tiers" requiring the
+#     cluster label tier in the list the template's annotation names):
 #
 #     {"applies": true,
-#      "summary": "Deployment shop/web: EU jurisdiction required: 2 of 3 clusters allowed, 1 excluded (us-1); the decision adds 1 exclusion(s)",
+#      "summary": "Deployment shop/web: label tier in [gold]: 2 of 3 clusters allowed, 1 excluded (c-3); the decision adds 1 exclusion(s)",
 #      "template": {"kind": "Deployment", "namespace": "shop", "name": "web", "replicated": true},
-#      "requirements": [{"name": "eu-jurisdiction", "label": "region", "required": "EU jurisdiction required",
-#                        "source": "annotation policy.federation.alpha.kubernetes.io/eu-jurisdiction-required: \"true\"",
-#                        "imposed_by": "workload", "set": "eu_pci"}],
+#      "requirements": [{"name": "tier", "label": "label tier", "required": "label tier in [gold]",
+#                        "source": "annotation example.com/tier: \"gold\"",
+#                        "imposed_by": "workload", "set": "tiers"}],
 #      "checks": [{"requirement": "template", …, "ok": true}],
-#      "clusters": {"us-1": {"eligible": false, "excluded": true, "scheduled": false,
+#      "clusters": {"c-3": {"eligible": false, "excluded": true, "scheduled": false,
 #                            "exclusion": "added", "flags": ["excluded: the decision adds it"],
-#                            "checks": [{"requirement": "eu-jurisdiction", "label": "region",
-#                                        "value": "us-east-1", "required": "EU jurisdiction required", "ok": false,
-#                                        "imposed_by": "workload", "set": "eu_pci"}]}, …},
-#      "excluded": ["us-1"],                   # the decision's fedplace.io/excluded-clusters
+#                            "checks": [{"requirement": "tier", "label": "label tier",
+#                                        "value": "silver", "required": "label tier in [gold]", "ok": false,
+#                                        "imposed_by": "workload", "set": "tiers"}]}, …},
+#      "excluded": ["c-3"],                    # the decision's fedplace.io/excluded-clusters
 #      "annotated": null,                      # the binding's, now (null: it has none)
 #      "why": "clusters excluded by …",        # the decision's fedplace.io/placement
 #      "every_cluster_excluded": false,
 #      "exclusions": [{"list": "clusterAffinity", "path": "/spec/placement/clusterAffinity/exclude",
-#                      "has": ["zz-user"], "after": ["zz-user", "us-1"], "added": ["us-1"],
-#                      "removed": [], "policy": ["us-1"], "user": ["zz-user"]}],
+#                      "has": ["zz-user"], "after": ["zz-user", "c-3"], "added": ["c-3"],
+#                      "removed": [], "policy": ["c-3"], "user": ["zz-user"]}],
 #      "stuck": [],                            # scheduled clusters the scheduler kept though forbidden
 #      "warnings": []}                         # what needs an operator: a stuck placement (karmada_stuck.rego)
 #
