@@ -109,7 +109,7 @@ CLUSTERS = [
 
 
 # The policy ConfigMaps of step 3, as deploy/ ships them; the packs' steps add theirs.
-PLACEMENT_CONFIGMAPS = ("fedplace-lib", "fedplace-federation")
+PLACEMENT_CONFIGMAPS = ("fedplace-lib", "fedplace-federation", "fedplace-rules-eu-pci")
 
 
 class DemoFailed(Exception):
@@ -181,7 +181,8 @@ async def print_table(api: client.ApiClient, title: str) -> dict[str, str]:
 
 def policy_configmaps() -> dict[str, dict[str, str]]:
     """Step 3's policy ConfigMaps ({name: data}) exactly as deploy/ ships them: the shared
-    library (remediation, where packs find a pod spec) and the federation placement policy."""
+    library (remediation, where packs find a pod spec), the federation placement policy and the
+    EU/PCI placement rule set."""
     shipped = shipped_policy_configmaps()
     return {name: shipped[name] for name in PLACEMENT_CONFIGMAPS}
 
@@ -313,7 +314,8 @@ async def demo_steps(api: client.ApiClient, work: Path, logs: Path, engine: Serv
         }]})
     say("   webhook registered: placement.fedplace.io → " + admission.url + "/mutate")
 
-    step(3, "Load the placement policy: the ConfigMaps " + " and ".join(PLACEMENT_CONFIGMAPS) + ", as deploy/ ships them")
+    step(3, "Load the placement policy: the ConfigMaps " + ", ".join(PLACEMENT_CONFIGMAPS[:-1]) + " and "
+         + PLACEMENT_CONFIGMAPS[-1] + ", as deploy/ ships them")
     t0 = time.monotonic()
     for name, data in policy_configmaps().items():  # a module calling one not loaded yet is retried by the sync
         await kube_json(api, "POST", f"/api/v1/namespaces/{POLICY_NS}/configmaps", body={
