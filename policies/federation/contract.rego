@@ -404,14 +404,22 @@ subject_value(name, c) := v if {
 subject_value(name, c) := name if c.property == "name"
 
 # The region as every placement rule reads it: a Federation v1 Cluster's
-# status.region, else a Karmada Cluster's spec.region (a string).
+# status.region, else (no status.region at all) a Karmada Cluster's
+# spec.region; none unless that is a string. As opa-kube-sync's cluster index
+# reads it: a status.region of another type (false included) means no region.
 cluster_region(name) := r if {
 	r := clusters[name].status.region
 	is_string(r)
 } else := r if {
-	not clusters[name].status.region
+	not status_has_region(name)
 	r := clusters[name].spec.region
 	is_string(r)
+}
+
+status_has_region(name) if {
+	status := clusters[name].status
+	is_object(status)
+	"region" in object.keys(status)
 }
 
 # A cluster's zones: a Karmada Cluster's spec.zones and deprecated spec.zone, a

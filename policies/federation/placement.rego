@@ -5,12 +5,12 @@
 # DaemonSets, Jobs, ConfigMaps, Secrets, Services, Ingresses by default)
 # through the cluster selector (the rules at the end, selector.rego).
 #
-# A ReplicaSet may ask for constraints with two annotations:
-#   policy.federation.alpha.kubernetes.io/eu-jurisdiction-required: "true"
-#   policy.federation.alpha.kubernetes.io/pci-compliance-level: "N"
-# It may then only be placed on replicated Cluster objects
-# (data.kubernetes.clusters) whose region is in the EU and whose
-# pci-compliance-level label is >= N.
+# Which clusters an object may use is the placement rule sets' answer
+# (contract.rego: packages fedplace.rules.<name>, each in a policy ConfigMap;
+# policies/rules-* ship some): an object asks for
+# placement when some rule set requires or forbids something of its clusters,
+# and may then only be placed on the replicated Cluster objects
+# (data.kubernetes.clusters) no rule set forbids.
 #
 # The placement decision (data.io.k8s.federation.placement.decision, which
 # admission.rego hands on to the admission decision, and which remediation

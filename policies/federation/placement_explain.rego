@@ -4,17 +4,24 @@
 # Query: POST /v1/data/io/k8s/federation/explain/packs with {"input": <object>}
 # (the object exactly as admission sees it). Every pack adds its own key to
 # `packs`; this module adds "placement" (Karmada's bindings and policies, and
-# every object on Karmada, are the "karmada" pack's: policies/karmada/explain.rego):
+# every object on Karmada, are the "karmada" pack's: policies/karmada/karmada_explain.rego).
+# With a rule set "tiers" requiring, of a workload annotated with a tier, the
+# cluster label tier in that list:
 #
 #   {"applies": true,
-#    "summary": "EU jurisdiction required: true, PCI compliance level >= 2: 2 of 5 clusters eligible",
-#    "requirements": [{"name": "eu-jurisdiction", "label": "region", "required": "EU",
-#                      "source": "annotation policy.federation.alpha.kubernetes.io/eu-jurisdiction-required: \"true\""}, …],
-#    "clusters": {"aws-eu-central-1": {"eligible": false, "selected": false,
-#                 "checks": [{"requirement": "eu-jurisdiction", "label": "region", "value": "eu-central-1",
-#                             "required": "EU", "ok": true},
-#                            {"requirement": "pci-compliance-level", "label": "PCI", "value": "1",
-#                             "required": ">= 2", "ok": false}]}, …}}
+#    "summary": "label tier in [gold]: 2 of 5 clusters eligible",
+#    "requirements": [{"name": "tier", "label": "label tier", "required": "label tier in [gold]",
+#                      "source": "annotation example.com/tier: \"gold\"",
+#                      "imposed_by": "workload", "set": "tiers"}, …],
+#    "clusters": {"cluster-b": {"eligible": false, "selected": false,
+#                 "checks": [{"requirement": "tier", "label": "label tier", "value": "silver",
+#                             "required": "label tier in [gold]", "ok": false, "imposed_by": "workload",
+#                             "set": "tiers"}, …]}, …}}
+#
+# The requirements and checks are the placement rule sets' (contract.rego):
+# "name"/"requirement" is a requirement's id, "label" the cluster property it
+# reads ("label KEY", "region", …; "rule" for a forbid), "value" the cluster's
+# (null when it has none), "required" what the object requires, in words.
 #
 # The contract (docs/policies.md, "The explanation contract") is generic: a
 # pack explains object-level `checks` and/or per-cluster `clusters`, each check
@@ -38,7 +45,7 @@ packs["placement"] := doc if {
 	not placement.constrained
 	doc := {
 		"applies": true,
-		"summary": "no placement constraint annotations: the policy leaves replica-set-preferences alone (any cluster)",
+		"summary": "no placement requirements (no rule set requires or forbids anything of its clusters): the policy leaves replica-set-preferences alone (any cluster)",
 		"requirements": [],
 		"clusters": {},
 	}
@@ -70,7 +77,7 @@ packs["placement"] := doc if {
 	not placement.selector_constrained
 	doc := {
 		"applies": true,
-		"summary": sprintf("no placement constraint annotations: the policy leaves %s alone (any cluster)", [placement.selector_key]),
+		"summary": sprintf("no placement requirements (no rule set requires or forbids anything of its clusters): the policy leaves %s alone (any cluster)", [placement.selector_key]),
 		"requirements": [],
 		"clusters": {},
 	}
@@ -88,7 +95,7 @@ packs["placement"] := doc if {
 
 # Karmada's bindings and (Cluster)PropagationPolicies (decided in either control
 # plane) and every object on Karmada (setting control_plane) are explained by the
-# "karmada" pack (policies/karmada/explain.rego); this pack says nothing of them.
+# "karmada" pack (policies/karmada/karmada_explain.rego); this pack says nothing of them.
 # Rules of policies/karmada/ read by their data path: undefined, not a compile
 # error, while that ConfigMap is not loaded.
 placement_karmada_explained if placement.karmada
@@ -131,8 +138,6 @@ placement_requirements := array.concat(
 		some f in placement.valid_forbids
 	],
 )
-
-placement_source(key) := sprintf("annotation %s: %s", [key, json.marshal(placement.requested[key])])
 
 # -- per cluster ------------------------------------------------------------------
 
@@ -181,6 +186,10 @@ placement_rule_checks(name) := [{
 	some c in placement.cluster_checks[name]
 ]
 
+# Every cluster's checks, {name: [check]}: what the Karmada pack shows
+# (karmada_explain.rego reads it with a template as input).
+placement_rule_checks_by_cluster := {name: placement_rule_checks(name) | some name, _ in placement.cluster_checks}
+
 # -- summary ------------------------------------------------------------------------
 
 placement_summary := sprintf("%s: %d of %d clusters eligible%s", [
@@ -214,7 +223,7 @@ selector_developer_requirement := {
 	"name": "cluster-selector",
 	"label": "cluster selector",
 	"required": concat(", ", placement.developer_selector_texts),
-	"source": placement_source(placement.selector_key),
+	"source": sprintf("annotation %s: %s", [placement.selector_key, json.marshal(placement.requested[placement.selector_key])]),
 } if {
 	count(placement.developer_selector) > 0
 }

@@ -24,6 +24,7 @@ clusters := {
 	"us": {"metadata": {"name": "us", "labels": {name_label: "us", "pci-compliance-level": "3", "tier": "gold", "zone": "12"}}, "status": {"region": "us-central1"}},
 	"impostor": {"metadata": {"name": "impostor", "labels": {name_label: "gce-eu", "pci-compliance-level": "9"}}, "status": {"region": "europe-west4"}},
 	"bare": {"metadata": {"name": "bare"}},
+	"status-not-a-string": {"metadata": {"name": "status-not-a-string", "labels": {"pci-compliance-level": "4"}}, "status": {"region": false}, "spec": {"region": "eu-west-1"}},
 }
 
 # The index as opa-kube-sync writes it (sync/cluster_index.py), built here from the clusters.

@@ -53,6 +53,20 @@ test_eu_only_includes_every_eu_region if {
 	object.keys(prefs.clusters) == {"gce-europe-west1", "aws-eu-central-1", "azure-westeurope", "aws-eu-west-1-nolabel"}
 }
 
+# A region is a string: a Cluster's status.region of another type (false
+# included) gives it none, and its spec.region is not read then.
+test_a_status_region_that_is_not_a_string_is_no_region if {
+	odd := {
+		"false": {"status": {"region": false}, "spec": {"region": "eu-west-1"}},
+		"number": {"status": {"region": 5}, "spec": {"region": "eu-west-1"}},
+		"null": {"status": {"region": null}, "spec": {"region": "eu-west-1"}},
+		"spec-only": {"status": {}, "spec": {"region": "eu-west-1"}},
+	}
+	prefs := json.unmarshal(admission.annotations[prefs_key]) with input as rs({eu_key: "true"})
+		with data.kubernetes.clusters as odd
+	object.keys(prefs.clusters) == {"spec-only"}
+}
+
 test_pci_only_ignores_region if {
 	prefs := json.unmarshal(admission.annotations[prefs_key]) with input as rs({pci_key: "3"})
 		with data.kubernetes.clusters as clusters

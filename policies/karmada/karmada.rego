@@ -2,9 +2,8 @@
 # deciding which clusters a Karmada workload may use.
 #
 # A workload on karmada-apiserver is a resource template (a Deployment, …) that
-# may carry the placement annotations the federation policy reads
-# (policy.federation.alpha.kubernetes.io/eu-jurisdiction-required and
-# …/pci-compliance-level). Karmada's detector writes one ResourceBinding (or
+# the placement rule sets judge as they judge any workload (contract.rego: the
+# template is their `input`). Karmada's detector writes one ResourceBinding (or
 # ClusterResourceBinding) per template, copying spec.placement from the
 # PropagationPolicy that selects it; Karmada's scheduler picks spec.clusters from
 # that placement. This pack:
@@ -46,8 +45,8 @@
 # record does not describe (Karmada's detector rewrote it), else its first n.
 #
 # Clusters are the replicated Karmada Cluster objects (data.kubernetes.clusters,
-# cluster.karmada.io); their region is spec.region, their PCI level the
-# pci-compliance-level label. Templates are read from the replicated data
+# cluster.karmada.io), read by the rule sets through contract.rego (a Karmada
+# Cluster's region is its spec.region). Templates are read from the replicated data
 # (setting karmada_templates: kind -> plural, the kinds opa-kube-sync
 # replicates). docs/karmada.md has the whole picture.
 package io.k8s.federation.karmada
@@ -110,11 +109,29 @@ settings_errors contains msg if {
 
 all_clusters := placement.cluster_names
 
-cluster_values(name) := sprintf("%s (region %s, %s %s)", [name, region, placement.pci_label, level]) if {
-	cluster := placement.clusters[name]
-	region := object.get(cluster, ["spec", "region"], "none")
-	level := object.get(cluster, ["metadata", "labels", placement.pci_label], "none")
-}
+# A cluster and what it fails, in words: the subject and value of each
+# requirement of the template's it does not satisfy, and each forbid naming it
+# (contract.rego's cluster_checks), e.g. "c-2 (label tier: silver; region
+# us-east-1)".
+cluster_values(name) := sprintf("%s (%s)", [name, concat("; ", failed)]) if {
+	checks := placement.cluster_checks[name] with input as template
+	failed := [check_text(c) | some c in checks; not c.ok]
+	count(failed) > 0
+} else := name
+
+# A check's subject and the cluster's value: "region us-east-1", "label K: V"
+# (a label's key may hold spaces), a forbid's id and value.
+check_text(c) := sprintf("%s: %s", [c.subject, value_text(c.value)]) if startswith(c.subject, "label ")
+
+else := sprintf("%s: %s", [c.id, value_text(c.value)]) if c.subject == "rule"
+
+else := sprintf("%s %s", [c.subject, value_text(c.value)])
+
+value_text(v) := v if is_string(v)
+
+else := "none" if v == null
+
+else := json.marshal(v)
 
 names_text(names) := concat(", ", sort(names)) if count(names) > 0
 
@@ -293,11 +310,11 @@ why_text := sprintf("placement setting karmada_templates names no valid plural f
 } else := sprintf("template %s not replicated (yet): %s until it is", [template_text, kept_text]) if {
 	keeping
 	not template
-} else := sprintf("template %s has malformed placement annotations: %s; %s", [template_text, concat("; ", sort(requirement_errors)), kept_text]) if {
+} else := sprintf("template %s has placement errors: %s; %s", [template_text, concat("; ", sort(requirement_errors)), kept_text]) if {
 	keeping
 } else := sprintf("template %s not replicated (yet): every cluster excluded until it is", [template_text]) if {
 	not template
-} else := sprintf("template %s has malformed placement annotations: %s; every cluster excluded", [template_text, concat("; ", sort(requirement_errors))]) if {
+} else := sprintf("template %s has placement errors: %s; every cluster excluded", [template_text, concat("; ", sort(requirement_errors))]) if {
 	count(requirement_errors) > 0
 } else := sprintf("template %s has no placement requirements", [template_text]) if {
 	not asks

@@ -9,25 +9,28 @@
 #     karmada.rego decides them in both): the template it names, the
 #     template's requirements, per cluster each requirement with the cluster's
 #     value and whether the decision excludes it, and what the binding's
-#     exclude lists have and would get:
+#     exclude lists have and would get (with a rule set "tiers" requiring the
+#     cluster label tier in the list the template's annotation names):
 #
 #     {"applies": true,
-#      "summary": "Deployment shop/web: EU jurisdiction required: true, PCI compliance level >= 0: 2 of 3 clusters allowed, 1 excluded (us-1); the decision adds 1 exclusion(s)",
+#      "summary": "Deployment shop/web: label tier in [gold]: 2 of 3 clusters allowed, 1 excluded (c-3); the decision adds 1 exclusion(s)",
 #      "template": {"kind": "Deployment", "namespace": "shop", "name": "web", "replicated": true},
-#      "requirements": [{"name": "eu-jurisdiction", "label": "region", "required": "EU",
-#                        "source": "template annotation policy.federation.alpha.kubernetes.io/eu-jurisdiction-required: \"true\""}],
+#      "requirements": [{"name": "tier", "label": "label tier", "required": "label tier in [gold]",
+#                        "source": "annotation example.com/tier: \"gold\"",
+#                        "imposed_by": "workload", "set": "tiers"}],
 #      "checks": [{"requirement": "template", …, "ok": true}],
-#      "clusters": {"us-1": {"eligible": false, "excluded": true, "scheduled": false,
+#      "clusters": {"c-3": {"eligible": false, "excluded": true, "scheduled": false,
 #                            "exclusion": "added", "flags": ["excluded: the decision adds it"],
-#                            "checks": [{"requirement": "eu-jurisdiction", "label": "region",
-#                                        "value": "us-east-1", "required": "EU", "ok": false}]}, …},
-#      "excluded": ["us-1"],                   # the decision's fedplace.io/excluded-clusters
+#                            "checks": [{"requirement": "tier", "label": "label tier",
+#                                        "value": "silver", "required": "label tier in [gold]", "ok": false,
+#                                        "imposed_by": "workload", "set": "tiers"}]}, …},
+#      "excluded": ["c-3"],                    # the decision's fedplace.io/excluded-clusters
 #      "annotated": null,                      # the binding's, now (null: it has none)
 #      "why": "clusters excluded by …",        # the decision's fedplace.io/placement
 #      "every_cluster_excluded": false,
 #      "exclusions": [{"list": "clusterAffinity", "path": "/spec/placement/clusterAffinity/exclude",
-#                      "has": ["zz-user"], "after": ["zz-user", "us-1"], "added": ["us-1"],
-#                      "removed": [], "policy": ["us-1"], "user": ["zz-user"]}],
+#                      "has": ["zz-user"], "after": ["zz-user", "c-3"], "added": ["c-3"],
+#                      "removed": [], "policy": ["c-3"], "user": ["zz-user"]}],
 #      "stuck": [],                            # scheduled clusters the scheduler kept though forbidden
 #      "warnings": []}                         # what needs an operator: a stuck placement (karmada_stuck.rego)
 #
@@ -47,15 +50,16 @@
 #     "applies": false, saying it is left alone (karmada_deps.rego);
 #   anything else on Karmada: "applies": false, saying what the policy decides there.
 #
-# A cluster's region is status.region, else spec.region (a Karmada Cluster's),
-# as lib.rego reads it; its PCI level the pci-compliance-level label.
+# The requirements and per-cluster checks are the placement rule sets'
+# (contract.rego), in the shape placement_explain.rego gives them, evaluated
+# with the template as input.
 #
 # Only evaluated when asked. It calls karmada.rego's functions, so its name sorts
 # after karmada.rego: opa-kube-sync loads a ConfigMap's keys in name order and
 # OPA compiles each module against those already loaded (a call to a function
-# not loaded yet fails to compile). It calls none of lib.rego's, which another
-# ConfigMap holds. The package is shared with placement_explain.rego: every
-# name here starts with karmada_.
+# not loaded yet fails to compile). It calls no function of policies/federation,
+# which another ConfigMap holds, and only reads its rules. The package is
+# shared with placement_explain.rego: every name here starts with karmada_.
 package io.k8s.federation.explain
 
 import data.io.k8s.federation.karmada
@@ -128,7 +132,7 @@ karmada_errors := e if {
 	e := placement.constraint_errors with input as karmada_subject
 }
 
-# The subject's requirements can be judged: it is known and its annotations are well formed.
+# The subject can be judged: it is known and the rule sets report no error for it.
 karmada_judged if count(karmada_errors) == 0
 
 karmada_asks if {
@@ -136,58 +140,25 @@ karmada_asks if {
 	placement.asks_placement with input as karmada_subject
 }
 
-karmada_eu_required if {
-	karmada_asks
-	placement.eu_required with input as karmada_subject
-}
-
-karmada_pci_required if {
-	karmada_asks
-	placement.pci_required with input as karmada_subject
-}
-
-karmada_required_pci := n if {
-	n := placement.required_pci with input as karmada_subject
-} else := 0
-
-karmada_requested := r if {
-	r := placement.requested with input as karmada_subject
-} else := {}
-
 karmada_requirements_text := t if {
 	t := placement.requirements_text with input as karmada_subject
 } else := "no requirements"
 
-# -- requirements --------------------------------------------------------------------------
+# -- requirements and checks (the rule sets', contract.rego) ---------------------------------
 
-karmada_requirements := array.concat(
-	[r | some r in [karmada_eu_requirement]],
-	[r | some r in [karmada_pci_requirement]],
-)
+# placement_explain.rego's rules, read with the subject as input (rules of
+# another ConfigMap: undefined, never a compile error, until it is loaded).
+karmada_requirements := r if {
+	karmada_asks
+	r := placement_requirements with input as karmada_subject
+} else := []
 
-karmada_eu_requirement := {
-	"name": "eu-jurisdiction",
-	"label": "region",
-	"required": "EU",
-	"source": karmada_source(placement.eu_key),
-} if {
-	karmada_eu_required
-}
+karmada_cluster_checks := c if {
+	karmada_asks
+	c := placement_rule_checks_by_cluster with input as karmada_subject
+} else := {}
 
-karmada_pci_requirement := {
-	"name": "pci-compliance-level",
-	"label": "PCI",
-	"required": sprintf(">= %d", [karmada_required_pci]),
-	"source": karmada_source(placement.pci_key),
-} if {
-	karmada_pci_required
-}
-
-karmada_source(key) := sprintf("%s %s: %s", [karmada_source_prefix, key, json.marshal(karmada_requested[key])])
-
-karmada_source_prefix := "template annotation" if karmada.binding
-
-else := "annotation"
+karmada_checks(name) := object.get(karmada_cluster_checks, name, [])
 
 # -- per cluster ------------------------------------------------------------------------------
 
@@ -197,59 +168,6 @@ karmada_known_clusters := {name: cluster |
 	some name, cluster in known
 	is_object(cluster)
 }
-
-karmada_checks(cluster) := array.concat(karmada_eu_checks(cluster), karmada_pci_checks(cluster))
-
-karmada_region(cluster) := object.get(cluster, ["status", "region"], object.get(cluster, ["spec", "region"], ""))
-
-karmada_eu_checks(cluster) := [{
-	"requirement": "eu-jurisdiction",
-	"label": "region",
-	"value": region,
-	"required": "EU",
-	"ok": karmada_in_eu(region),
-}] if {
-	karmada_eu_required
-	region := karmada_region(cluster)
-} else := []
-
-karmada_in_eu(region) if {
-	is_string(region)
-	regex.match(placement.eu_region_pattern, lower(region))
-} else := false
-
-karmada_pci_checks(cluster) := [object.union(check, karmada_pci_note(cluster))] if {
-	karmada_pci_required
-	label := object.get(cluster, ["metadata", "labels", placement.pci_label], "0")
-	check := {
-		"requirement": "pci-compliance-level",
-		"label": "PCI",
-		"value": label,
-		"required": sprintf(">= %d", [karmada_required_pci]),
-		"ok": karmada_pci_ok(label),
-	}
-} else := []
-
-# lib.rego's pci_ok, restated (a function of another module: see the header).
-karmada_pci_ok(_) if karmada_required_pci == 0
-
-karmada_pci_ok(label) if {
-	karmada_whole_number(label)
-	to_number(label) >= karmada_required_pci
-}
-
-default karmada_pci_ok(_) := false
-
-karmada_whole_number(s) if {
-	is_string(s)
-	regex.match(`^[0-9]{1,15}$`, s)
-}
-
-karmada_pci_note(cluster) := {"note": "label missing: counts as level 0"} if {
-	not placement.pci_label in object.keys(object.get(cluster, ["metadata", "labels"], {}))
-} else := {} if {
-	karmada_whole_number(object.get(cluster, ["metadata", "labels", placement.pci_label], "0"))
-} else := {"note": "not a whole number: counts as level 0"}
 
 karmada_member(x, s) if x in s
 
@@ -295,7 +213,7 @@ karmada_annotated := sort(karmada.last_excluded) if karmada.decided_before
 
 else := null
 
-# Object-level: is the template replicated, and are its annotations well formed.
+# Object-level: is the template replicated, and do the rule sets judge it without error.
 karmada_binding_checks := array.concat([karmada_template_check], [c | some c in karmada_annotation_checks])
 
 karmada_template_check := {
@@ -317,9 +235,9 @@ karmada_template_check := {
 
 karmada_annotation_checks contains {
 	"requirement": "annotations",
-	"label": "template annotations",
+	"label": "template's placement errors",
 	"value": msg,
-	"required": "well formed",
+	"required": "none",
 	"ok": false,
 	"note": "every cluster excluded",
 } if {
@@ -334,14 +252,14 @@ karmada_scheduled := {c.name |
 }
 
 karmada_binding_clusters := {name: entry |
-	some name, cluster in karmada_known_clusters
+	some name, _ in karmada_known_clusters
 	status := karmada_exclusion(name)
 	entry := object.union(
 		{
 			"eligible": karmada_member(name, karmada_allowed),
 			"excluded": karmada_member(name, karmada_forbidden),
 			"scheduled": karmada_member(name, karmada_scheduled),
-			"checks": karmada_checks(cluster),
+			"checks": karmada_checks(name),
 			"flags": array.concat(
 				[f | some f in [karmada_exclusion_flags[status]]],
 				["scheduled" | name in karmada_scheduled],
@@ -465,9 +383,9 @@ karmada_template_doc := {
 
 karmada_template_checks contains {
 	"requirement": "annotations",
-	"label": "annotations",
+	"label": "placement errors",
 	"value": msg,
-	"required": "well formed",
+	"required": "none",
 	"ok": false,
 } if {
 	some msg in karmada_errors
@@ -475,14 +393,14 @@ karmada_template_checks contains {
 
 karmada_template_clusters := {name: entry |
 	karmada_asks
-	some name, cluster in karmada_known_clusters
+	some name, _ in karmada_known_clusters
 	entry := {
 		"eligible": karmada_member(name, karmada_eligible),
-		"checks": karmada_checks(cluster),
+		"checks": karmada_checks(name),
 	}
 }
 
-karmada_template_summary := sprintf("malformed placement annotations: the template is denied (%s)", [concat("; ", sort(karmada_errors))]) if {
+karmada_template_summary := sprintf("placement errors: the template is denied (%s)", [concat("; ", sort(karmada_errors))]) if {
 	not karmada_judged
 } else := "no placement requirements: its bindings exclude no cluster" if {
 	not karmada_asks

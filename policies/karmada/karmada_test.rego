@@ -164,8 +164,8 @@ test_no_cluster_allowed_excludes_all_and_says_why if {
 	d := decide(binding("nowhere", null))
 	d.annotations["fedplace.io/excluded-clusters"] == {"allExcept": []}
 	why := d.annotations["fedplace.io/placement"]
-	contains(why, "no cluster satisfies the placement policy (EU jurisdiction required: true, PCI compliance level >= 9)")
-	contains(why, "us-1 (region us-east-1, pci-compliance-level 3)")
+	contains(why, "no cluster satisfies the placement policy (EU jurisdiction required, PCI compliance level >= 9)")
+	contains(why, ": eu-1 (label pci-compliance-level: 3); eu-2 (label pci-compliance-level: 1); us-1 (label pci-compliance-level: 3; region us-east-1)")
 	count(d.errors) == 0
 	some event in d.events
 	event.object == {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "shop", "name": "nowhere", "uid": "uid-nowhere"}
@@ -190,7 +190,7 @@ test_template_not_replicated_fails_closed if {
 test_malformed_requirements_fail_closed if {
 	d := decide(binding("broken", null))
 	d.annotations["fedplace.io/excluded-clusters"] == {"allExcept": []}
-	contains(d.annotations["fedplace.io/placement"], "malformed placement annotations")
+	contains(d.annotations["fedplace.io/placement"], "has placement errors")
 	count(d.errors) == 0
 }
 
@@ -229,7 +229,7 @@ test_template_no_cluster_satisfies_is_denied if {
 	d := admission with input as templates.shop.nowhere
 		with data.kubernetes.clusters as clusters
 		with data.io.k8s.federation.placement.settings as karmada_settings
-	d.errors == {"no cluster satisfies the placement policy (EU jurisdiction required: true, PCI compliance level >= 9)"}
+	d.errors == {"no cluster satisfies the placement policy (EU jurisdiction required, PCI compliance level >= 9)"}
 }
 
 test_template_malformed_requirement_is_denied if {
@@ -282,7 +282,7 @@ decide_policy(obj) := d if {
 
 test_policy_naming_only_forbidden_clusters_is_denied if {
 	d := decide_policy(propagation_policy({"clusterAffinity": {"clusterNames": ["us-1"]}}))
-	d.errors == {"PropagationPolicy shop-eu places Deployment shop/eu only on clusters the placement policy forbids (EU jurisdiction required: true, PCI compliance level >= 0): us-1"}
+	d.errors == {"PropagationPolicy shop-eu places Deployment shop/eu only on clusters the placement policy forbids (EU jurisdiction required): us-1"}
 }
 
 test_policy_naming_an_allowed_cluster_is_admitted if {
@@ -390,7 +390,7 @@ test_policy_overflow_tiers_all_forbidden_is_denied if {
 		"affinityName": "a", "clusterNames": ["us-1"],
 		"overflowAffinities": [{"affinityName": "b", "clusterNames": ["us-1"]}],
 	}]}))
-	d.errors == {"PropagationPolicy shop-eu places Deployment shop/eu only on clusters the placement policy forbids (EU jurisdiction required: true, PCI compliance level >= 0): us-1"}
+	d.errors == {"PropagationPolicy shop-eu places Deployment shop/eu only on clusters the placement policy forbids (EU jurisdiction required): us-1"}
 }
 
 test_policy_overflow_tier_selecting_by_labels_is_admitted if {
@@ -426,7 +426,7 @@ test_update_with_malformed_requirements_keeps_the_last_exclusions if {
 	broken := json.patch(once, [{"op": "replace", "path": "/spec/resource/name", "value": "broken"}])
 	d := decide(broken)
 	d.annotations["fedplace.io/excluded-clusters"] == ["us-1"]
-	contains(d.annotations["fedplace.io/placement"], "malformed placement annotations")
+	contains(d.annotations["fedplace.io/placement"], "has placement errors")
 	endswith(d.annotations["fedplace.io/placement"], "the 1 cluster(s) excluded when the binding was last decided stay excluded")
 	not d.patches.karmada
 }

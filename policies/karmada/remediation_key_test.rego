@@ -30,6 +30,7 @@ deployments := {
 	"a": {
 		"eu1": template("Deployment", "a", "eu1", {eu_key: "true"}),
 		"eu2": template("Deployment", "a", "eu2", {eu_key: "true"}),
+		"eu1l": json.patch(template("Deployment", "a", "eu1l", {eu_key: "true"}), [{"op": "add", "path": "/metadata/labels", "value": {"tier": "gold"}}]),
 		"pci3": template("Deployment", "a", "pci3", {pci_key: "3"}),
 		"pci03": template("Deployment", "a", "pci03", {pci_key: "03"}),
 		"strict": template("Deployment", "a", "strict", {eu_key: "true", pci_key: "3"}),
@@ -65,6 +66,7 @@ resourcebindings := {
 	"a": {
 		"eu1-deployment": binding("a", "eu1", affinity([]), {}),
 		"eu2-deployment": binding("a", "eu2", affinity([]), {}),
+		"eu1l-deployment": binding("a", "eu1l", affinity([]), {}),
 		"eu2b-deployment": json.patch(binding("a", "eu2", affinity(["x"]), {}), [{"op": "replace", "path": "/metadata/name", "value": "eu2b-deployment"}]),
 		"eu1n-deployment": json.patch(binding("a", "eu1", affinity([]), narrowed), [{"op": "replace", "path": "/metadata/name", "value": "eu1n-deployment"}]),
 		"pci3-deployment": binding("a", "pci3", affinity([]), {}),
@@ -143,7 +145,7 @@ keys := {ref: key | some [key, ref] in x} if {
 }
 
 test_shared_decisions_equal_separate_ones if {
-	count(alone) == 21
+	count(alone) == 22
 	some n in shared
 	n.name == "stuck-deployment"
 	n.stuck.reason == "PlacementStuck"
@@ -173,11 +175,12 @@ key(ns, name) := keys[["resourcebindings", ns, name]]
 
 test_alike_bindings_share_a_key if {
 	key("a", "eu1-deployment") == key("a", "eu2-deployment")
-	key("a", "eu1-deployment") == key("b", "eu1-deployment")
 	key("a", "nowhere-deployment") == key("a", "nowhere2-deployment")
 }
 
 test_what_the_decision_may_read_tells_keys_apart if {
+	key("a", "eu1-deployment") != key("b", "eu1-deployment") # the template's namespace
+	key("a", "eu1-deployment") != key("a", "eu1l-deployment") # the template's labels
 	key("a", "eu1-deployment") != key("a", "eu1n-deployment") # its annotations
 	key("a", "eu1-deployment") != key("a", "eu2b-deployment") # its placement
 	key("a", "eu1-deployment") != key("a", "own-deployment")
@@ -198,4 +201,91 @@ test_bindings_whose_why_names_the_template_have_no_key if {
 	every name in ["free", "free2", "nofalse", "broken", "broken2", "gone", "wrongkind"] {
 		key("a", concat("-", [name, "deployment"])) == null
 	}
+}
+
+# A rule set that reads more of the object than the key holds says so: every
+# binding is then decided alone.
+test_a_rule_set_reading_the_whole_object_makes_every_binding_alone if {
+	whole := remediation.keyed_refs with input as everything
+		with data.kubernetes.resourcebindings as resourcebindings
+		with data.kubernetes.clusterresourcebindings as clusterresourcebindings
+		with data.kubernetes.deployments as deployments
+		with data.kubernetes.namespaces as namespaces
+		with data.kubernetes.clusters as clusters
+		with data.io.k8s.federation.placement.settings as settings
+		with data.fedplace.rules.whole_object.reads_whole_object as true
+	count(whole) == 22
+	every pair in whole {
+		pair[0] == null
+	}
+}
+
+# -- a rule set reading the Namespace object ------------------------------------------------
+#
+# remediation_key_rules_test.rego's rule set (fedplace.rules.remediation_key_test_tenant)
+# requires clusters labelled for the tenant the template's Namespace names:
+# bindings of alike templates in two namespaces of different tenants are decided
+# differently, and sharing must not mix them up.
+
+tenant_label := "remediation-key-test.fedplace.io/tenant"
+
+tenant_namespaces := object.union(namespaces, {
+	"a": {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a", "labels": {tenant_label: "blue"}}},
+	"b": {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "b", "labels": {tenant_label: "green"}}},
+})
+
+tenant_clusters := {
+	"eu-1": json.patch(clusters["eu-1"], [{"op": "add", "path": "/metadata/labels/tenant", "value": "blue"}]),
+	"eu-2": json.patch(clusters["eu-2"], [{"op": "add", "path": "/metadata/labels/tenant", "value": "green"}]),
+	"us-1": json.patch(clusters["us-1"], [{"op": "add", "path": "/metadata/labels/tenant", "value": "green"}]),
+}
+
+tenant_shared := x if {
+	x := remediation.notifications with input as everything
+		with data.kubernetes.resourcebindings as resourcebindings
+		with data.kubernetes.clusterresourcebindings as clusterresourcebindings
+		with data.kubernetes.deployments as deployments
+		with data.kubernetes.namespaces as tenant_namespaces
+		with data.kubernetes.clusters as tenant_clusters
+		with data.io.k8s.federation.placement.settings as settings
+}
+
+tenant_alone := x if {
+	x := remediation.notifications with input as everything
+		with data.kubernetes.resourcebindings as resourcebindings
+		with data.kubernetes.clusterresourcebindings as clusterresourcebindings
+		with data.kubernetes.deployments as deployments
+		with data.kubernetes.namespaces as tenant_namespaces
+		with data.kubernetes.clusters as tenant_clusters
+		with data.io.k8s.federation.placement.settings as settings
+		with remediation.decision_key as null
+}
+
+tenant_keys := {ref: key | some [key, ref] in x} if {
+	x := remediation.keyed_refs with input as everything
+		with data.kubernetes.resourcebindings as resourcebindings
+		with data.kubernetes.clusterresourcebindings as clusterresourcebindings
+		with data.kubernetes.deployments as deployments
+		with data.kubernetes.namespaces as tenant_namespaces
+		with data.kubernetes.clusters as tenant_clusters
+		with data.io.k8s.federation.placement.settings as settings
+}
+
+excluded_of(notifications, ns, name) := n.annotations["fedplace.io/excluded-clusters"] if {
+	some n in notifications
+	[n.namespace, n.name] == [ns, name]
+}
+
+test_a_rule_set_reading_a_namespace_label_shares_correctly if {
+	tenant_shared == tenant_alone
+
+	# the tenant decides: a/eu1 may use only eu-1 (blue), b/eu1 only eu-2 (green and EU)
+	excluded_of(tenant_alone, "a", "eu1-deployment") == {"allExcept": ["eu-1"]}
+	excluded_of(tenant_alone, "b", "eu1-deployment") == {"allExcept": ["eu-2"]}
+
+	# "free" asks for nothing of its own, but its namespace's tenant asks now: it has a key
+	tenant_keys[["resourcebindings", "a", "free-deployment"]] != null
+	tenant_keys[["resourcebindings", "a", "free-deployment"]] == tenant_keys[["resourcebindings", "a", "free2-deployment"]]
+	tenant_keys[["resourcebindings", "a", "eu1-deployment"]] != tenant_keys[["resourcebindings", "b", "eu1-deployment"]]
+	tenant_keys[["resourcebindings", "a", "eu1-deployment"]].template.namespace_object == {"labels": {tenant_label: "blue"}, "annotations": {}}
 }

@@ -162,7 +162,8 @@ async def replicaset_case(api: client.ApiClient, suffix: str, app_ns: str) -> Ca
         assert names["eu1"] in clusters and names["eu2"] not in clusters and names["us1"] not in clusters, clusters
 
     return Case(["--replicate-cluster", "federation.fedplace.io/v1beta1/clusters"],
-                {"fedplace-lib": shipped["fedplace-lib"], "fedplace-federation": shipped["fedplace-federation"]},
+                {"fedplace-lib": shipped["fedplace-lib"], "fedplace-federation": shipped["fedplace-federation"],
+                 "fedplace-rules-eu-pci": shipped["fedplace-rules-eu-pci"]},
                 admission_review(rs, "CREATE", "apps", "v1", "ReplicaSet", "replicasets"), check_full, cleanup)
 
 
@@ -198,7 +199,8 @@ async def binding_case(api: client.ApiClient, suffix: str, app_ns: str) -> Case:
 
     return Case(["--replicate", "apps/v1/deployments", "--replicate-cluster", "cluster.karmada.io/v1alpha1/clusters"],
                 {"fedplace-lib": shipped["fedplace-lib"], "fedplace-federation": shipped["fedplace-federation"],
-                 "fedplace-karmada": shipped["fedplace-karmada"], "fedplace-settings": {"settings.rego": KARMADA_SETTINGS}},
+                 "fedplace-rules-eu-pci": shipped["fedplace-rules-eu-pci"], "fedplace-karmada": shipped["fedplace-karmada"],
+                 "fedplace-settings": {"settings.rego": KARMADA_SETTINGS}},
                 admission_review(binding, "UPDATE", "work.karmada.io", "v1alpha2", "ResourceBinding",
                                  "resourcebindings"), check_full, cleanup)
 

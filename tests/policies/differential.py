@@ -17,7 +17,8 @@ Contracts:
   never a real OPA server (which sends such numbers as written).
 * :class:`EngineSide` — the engine behind the ``opa`` fixture: modules go in
   with ``PUT /v1/policies/<id>``, ``data.kubernetes`` with ``PUT /v1/data/…``
-  (whole, or object by object as opa-kube-sync writes it), queries with
+  (whole, or object by object as opa-kube-sync writes it; any other document
+  with :meth:`EngineSide.put_data`), queries with
   ``POST /v1/data/<path>`` (no ``input`` key when the input is None), many at once.
 * :class:`OpaSide` — ``OpaEngine`` with the same modules and data; queries are
   ``data[...]`` references, so a path segment may hold any text.
@@ -105,7 +106,8 @@ class EngineSide:
 
         await put_in_dependency_order(put, mods)
 
-    async def _put(self, path: tuple[str, ...], value: Any) -> None:
+    async def put_data(self, path: tuple[str, ...], value: Any) -> None:
+        """``PUT /v1/data/<path>`` with ``value``; asserts the server took it."""
         status, text = await self._send("PUT", "/v1/data/" + _url_path(path), json.dumps(value), "application/json")
         assert status in (200, 204), f"PUT /v1/data/{'/'.join(path)}: {status} {text}"
 
@@ -116,12 +118,12 @@ class EngineSide:
         if kubernetes is None:
             return
         if not per_object:
-            await self._put((ROOT,), kubernetes)
+            await self.put_data((ROOT,), kubernetes)
             return
-        await self._put((ROOT,), {})
+        await self.put_data((ROOT,), {})
         for plural, items in kubernetes.items():
-            await self._put((ROOT, plural), {})
-            await asyncio.gather(*(self._put((ROOT, plural, key), item) for key, item in items.items()))
+            await self.put_data((ROOT, plural), {})
+            await asyncio.gather(*(self.put_data((ROOT, plural, key), item) for key, item in items.items()))
 
     async def evaluate(self, path: tuple[str, ...], input_doc: Any) -> Outcome:
         body = json.dumps({} if input_doc is None else {"input": input_doc})

@@ -118,8 +118,8 @@ async def namespace(kube_api: client.ApiClient, kube_namespaces: ScratchNamespac
     """A namespace of OBJECTS ReplicaSets asking for PCI level 1 (each needs one patch: the
     preferences annotation), mirrored into OPA with the placement policy."""
     ns = await kube_namespaces.create("lease-loss")
-    await workloads.load_policies(opa, ("policies/federation/placement.rego", "policies/federation/lib.rego",
-                                        "policies/lib/remediation.rego"))
+    await workloads.load_policies(opa, (*workloads.RULES, "policies/federation/placement.rego",
+                                        "policies/federation/lib.rego", "policies/lib/remediation.rego"))
     sem = asyncio.Semaphore(8)
 
     async def one(i: int) -> None:

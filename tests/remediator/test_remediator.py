@@ -46,8 +46,8 @@ def rs_body(name: str, annotations: dict[str, str]) -> dict[str, Any]:
 
 async def load_policies(opa) -> None:
     """The placement policy and the remediation library, with the root module the sync generates."""
-    await workloads.load_policies(opa, ("policies/federation/placement.rego", "policies/federation/lib.rego",
-                                    "policies/lib/remediation.rego"))
+    await workloads.load_policies(opa, (*workloads.RULES, "policies/federation/placement.rego",
+                                        "policies/federation/lib.rego", "policies/lib/remediation.rego"))
 
 
 async def mirror(api, opa, clusters: dict[str, Any]) -> None:

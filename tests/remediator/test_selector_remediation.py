@@ -43,8 +43,9 @@ def deploy_body(name: str, annotations: dict[str, str]) -> dict[str, Any]:
 
 
 async def load_policies(opa) -> None:
-    await workloads.load_policies(opa, ("policies/federation/lib.rego", "policies/federation/selector.rego",
-                                    "policies/federation/placement.rego", "policies/lib/remediation.rego"))
+    await workloads.load_policies(opa, (*workloads.RULES, "policies/federation/lib.rego",
+                                        "policies/federation/selector.rego", "policies/federation/placement.rego",
+                                        "policies/lib/remediation.rego"))
 
 
 async def mirror(api, opa, clusters: dict[str, Any]) -> None:

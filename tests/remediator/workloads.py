@@ -14,6 +14,9 @@ from fedplace.sync import replicated_root
 
 ROOT = Path(__file__).resolve().parents[2]
 PCI = "policy.federation.alpha.kubernetes.io/pci-compliance-level"
+# The placement-rules contract and the EU/PCI rule set: load them before the placement policy's
+# other modules (which call the contract's functions).
+RULES = ("policies/federation/contract.rego", "policies/rules-eu-pci/eu_pci.rego")
 
 
 def workload(kind: str, name: str, namespace: str, annotations: dict[str, str]) -> dict[str, Any]:

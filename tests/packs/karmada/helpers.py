@@ -117,6 +117,7 @@ async def fedplace_on_karmada(opa: Any, kube: Any, api: client.ApiClient, tmp_pa
         configmaps = pack_configmaps()
         for cm, data in (("fedplace-lib", configmaps["fedplace-lib"]),
                          ("fedplace-federation", configmaps["fedplace-federation"]),
+                         ("fedplace-rules-eu-pci", configmaps["fedplace-rules-eu-pci"]),
                          ("fedplace-karmada", configmaps["fedplace-karmada"]),
                          ("fedplace-settings", {"settings.rego": SETTINGS})):
             try:
