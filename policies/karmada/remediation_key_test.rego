@@ -46,7 +46,14 @@ deployments := {
 	"b": {"eu1": template("Deployment", "b", "eu1", {eu_key: "true"})},
 }
 
-namespaces := {"eu": template("Namespace", "", "eu", {eu_key: "true"})}
+# The Namespaces as opa-kube-sync replicates them (every template's namespace
+# is there: a rule set may read it, and one may deny an object whose namespace
+# is not replicated yet).
+namespaces := {
+	"eu": template("Namespace", "", "eu", {eu_key: "true"}),
+	"a": template("Namespace", "", "a", {}),
+	"b": template("Namespace", "", "b", {}),
+}
 
 binding(ns, name, placement, annotations) := {
 	"apiVersion": "work.karmada.io/v1alpha2",
