@@ -15,11 +15,11 @@ check of a placement rule also names its requirement id, its rule set and who
 imposed it). Prints, for example
 
     ReplicaSet shop/payments: admitted
-      federation.kubernetes.io/replica-set-preferences = {"clusters":{"gce-europe-west1":{"weight":1}},"rebalance":true}
-    placement: tier gold, region in EU: 1 of 4 clusters eligible
-      requires: gold: tier gold (reads label tier; …; rule set tiers, imposed by namespace); …
-      ✓ gce-europe-west1  selected  label tier gold ✓ tier gold; region europe-west1 ✓ region in EU
-      ✗ aws-eu-central-1            label tier silver ✗ tier gold [gold: rule set tiers, imposed by namespace]; …
+      federation.kubernetes.io/replica-set-preferences = {"clusters":{"gce-west1":{"weight":1}},"rebalance":true}
+    placement: gpu a100, tier gold: 1 of 4 clusters eligible
+      requires: gold: tier gold (reads label tier; rule set tiers, imposed by namespace); gpu: gpu a100 (…)
+      ✓ gce-west1  selected  label tier gold ✓ tier gold; label gpu a100 ✓ gpu a100
+      ✗ aws-east1            label tier silver ✗ tier gold [gold: rule set tiers, imposed by namespace]; …
 
 A Karmada binding (``resourcebinding``/``rb``, ``clusterresourcebinding``/``crb``)
 is explained from its template (policies/karmada/karmada_explain.rego): per cluster

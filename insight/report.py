@@ -52,7 +52,15 @@ from fedplace.insight.options import (
     split_list,
 )
 from fedplace.insight.page import render
-from fedplace.insight.view import DEFAULT_GROUP_BY, TEMPLATE_PLURALS, build_view, group_by, iso, template_key
+from fedplace.insight.view import (
+    DEFAULT_GROUP_BY,
+    TEMPLATE_PLURALS,
+    build_view,
+    group_by,
+    iso,
+    placed_plurals,
+    template_key,
+)
 from fedplace.insight.whatif import bindings_of, decide_workloads, workloads_of
 
 __all__ = ["DESCRIPTION", "EPILOG", "FORMATS", "add_arguments", "from_opa", "from_sync", "render_text", "run"]
@@ -133,10 +141,10 @@ async def from_opa(args: argparse.Namespace) -> dict[str, Any]:
     async with OpaClient(opa_settings(args)) as opa:
         data = await opa.get_data([root])
         data = data if isinstance(data, dict) else {}
-        workloads = workloads_of(data, split_list(args.resources))
+        settings = await reasons.read_settings(opa)
+        workloads = workloads_of(data, split_list(args.resources) if args.resources else placed_plurals(data, settings))
         binding_plurals = [p for p in (args.resource_bindings, args.cluster_resource_bindings) if p and p in data]
         plurals = await template_plurals(opa) if binding_plurals else {}
-        settings = await reasons.read_settings(opa)
         bindings = bindings_of(data, args.resource_bindings, args.cluster_resource_bindings) if binding_plurals else []
         find = template_lookup(data, plurals)
         templates = [t for t in (find(k) for k in (template_key(b.obj) for b in bindings) if k is not None)

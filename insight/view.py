@@ -31,9 +31,9 @@ from fedplace.common.annotations import canonical_value
 from fedplace.insight.reasons import parse_selector, rules_key, selected, selector_words, settings_of
 
 __all__ = ["BINDING_RESOURCES", "DEFAULT_GROUP_BY", "EXCLUDED", "PREFS", "SELECTOR", "SELECTOR_SOURCE", "SOURCE",
-           "TEMPLATE_PLURALS", "WHY", "binding_entry", "build_view", "clusters_of", "effective_placement",
-           "excluded_of", "group_by", "group_by_text", "iso", "policy_entry", "template_key", "template_text",
-           "workload_entry"]
+           "TEMPLATE_PLURALS", "WHY", "binding_entry", "build_view", "cluster_entries", "clusters_of",
+           "effective_placement", "excluded_of", "group_by", "group_by_text", "iso", "placed_plurals", "policy_entry",
+           "template_key", "template_text", "workload_entry"]
 
 PREFS = "federation.kubernetes.io/replica-set-preferences"
 SOURCE = "fedplace.io/replica-set-preferences-source"
@@ -184,6 +184,33 @@ def _cluster_entry(name: str, obj: Mapping[str, Any], grouping: str) -> dict[str
     return {"name": name, "region": region, "provider": provider, "group": group, "labels": shown}
 
 
+def cluster_entries(clusters: Mapping[str, Any], grouping: str = DEFAULT_GROUP_BY) -> list[dict[str, Any]]:
+    """The clusters (name -> object) as the page lists them, in the page's column order: by their
+    value of ``grouping`` (those without one last), then name."""
+    return sorted((_cluster_entry(n, o, grouping) for n, o in clusters.items() if isinstance(o, Mapping)),
+                  key=lambda c: (c["group"] == "", c["group"], c["name"]))
+
+
+def placed_plurals(data: Mapping[str, Any], settings: Mapping[str, Any]) -> list[str]:
+    """The replicated plurals (of ``data``, the replicated root) holding objects the policy places:
+    ``replicasets`` and those whose objects are of one of the policy's ``selector_kinds``; none on
+    Karmada (setting ``control_plane``: the bindings are placed there, not the templates)."""
+    settings = settings_of(settings)
+    if settings["control_plane"] == "karmada":
+        return []
+    kinds = set(settings["selector_kinds"])
+    out = ["replicasets"]
+    for plural, collection in sorted(data.items()):
+        if plural == "replicasets" or not isinstance(collection, Mapping):
+            continue
+        for objects in collection.values():
+            first = next(iter(objects.values()), None) if isinstance(objects, Mapping) else None
+            if isinstance(first, Mapping) and first.get("kind") in kinds:
+                out.append(plural)
+                break
+    return out
+
+
 def policy_entry(namespace: str, configmap: str, modules: int, errors: Mapping[str, Sequence[Mapping[str, Any]]],
                  warnings: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """A policy ConfigMap's load status (what its ``fedplace.io/policy-status`` annotation says):
@@ -308,8 +335,7 @@ def build_view(clusters: Mapping[str, Mapping[str, Any]], workloads: Iterable[tu
     one last), then name.
     """
     settings = settings_of(settings)
-    cluster_list = sorted((_cluster_entry(n, o, grouping) for n, o in clusters.items() if isinstance(o, Mapping)),
-                          key=lambda c: (c["group"] == "", c["group"], c["name"]))
+    cluster_list = cluster_entries(clusters, grouping)
     memo: dict[Any, Any] = {"settings": settings}
     rules: list[Mapping[str, Any]] = []
     index: dict[str, int] = {}  # an answer (its JSON) -> its place in rules: objects answered alike share one
