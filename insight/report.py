@@ -4,11 +4,13 @@
     fedplace report --output-file placement.html --sync-url http://opa-kube-sync:8182
     fedplace report -o json          (the page's model: what the sync serves at /placement.json)
     fedplace report -o text          (the counts, and what is denied or excluded everywhere)
+    fedplace report --group-by label:tier > placement.html   (columns grouped by a cluster label)
 
 From OPA (the default): the clusters, workloads and Karmada bindings
 opa-kube-sync replicated, with every workload's decision asked of the live OPA
 now (read only; workloads the policies cannot tell apart share one question,
-see insight/inputs.py), so the denials are current (a binding's exclusions are
+see insight/inputs.py), so the denials are current, and the placement rules'
+answer for each workload and template (insight/rules.py: the cells' reasons) (a binding's exclusions are
 its annotations, as the webhook and the remediator wrote them); remediations
 are only known to the sync. With ``--sync-url``: exactly the view opa-kube-sync
 serves at ``/placement`` (started with ``--placement-page``), its remediator's
