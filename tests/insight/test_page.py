@@ -751,6 +751,16 @@ async def test_the_page_needs_its_token_and_the_rest_stays_open(placed: dict[str
     assert (await get(base + "/placement.json", {"Authorization": "Bearer rotated-token-with-another-size"}))[0] == 200
 
 
+def test_the_grouping_flag():
+    base = ["--replicate", "apps/v1/replicasets", "--placement-page"]
+    assert parse_args(base).placement_page_group_by == "region"
+    assert parse_args([*base, "--placement-page-group-by", "provider"]).placement_page_group_by == "provider"
+    assert parse_args([*base, "--placement-page-group-by", "label: tier"]).placement_page_group_by == "label:tier"
+    for bad in ("zone", "label:", "tier"):
+        with pytest.raises(SystemExit):
+            parse_args([*base, "--placement-page-group-by", bad])
+
+
 def test_the_token_flag():
     base = ["--replicate", "apps/v1/replicasets"]
     config = parse_args([*base, "--placement-page", "--placement-page-token-file", "/t"])
