@@ -245,7 +245,7 @@ async def run(args: argparse.Namespace) -> None:
         page_file.write_text(html)
         blank = Path(tmp) / "blank.html"
         blank.write_text("<!DOCTYPE html><title>x</title>")
-        groups = len({(tuple(w["placement"] or ()), tuple(w["constraints"].items())) for w in view["workloads"]})
+        groups = len({(tuple(w["placement"] or ()), w["requires"]) for w in view["workloads"]})
         binary = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)),
                       None)
         browser = None

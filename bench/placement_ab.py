@@ -6,7 +6,7 @@ source tree given (the first is the baseline; make the others with
 ``git worktree add /tmp/before <commit>``), an ``opa run --server`` of the
 real binary is started holding that tree's policies (every non-test module
 under ``policies/``) and ``data.kubernetes`` with N Federation v1 Clusters
-beside the cluster index that tree's own ``sync/cluster_index.py`` builds
+beside the cluster index that tree's own ``common/cluster_index.py`` (before: ``sync/``) builds
 (bench/karmada.py's ``federation_clusters``: half in EU regions, PCI level
 *i* mod 4). Then the ReplicaSet and the Deployment of bench/scale.py (EU and
 PCI ≥ 2: a quarter of the clusters eligible) are asked of each server in turn,
@@ -55,10 +55,12 @@ SELECTOR = "federation.alpha.kubernetes.io/cluster-selector"
 
 
 def cluster_index_of(tree: Path) -> Any:
-    """The ``cluster_index`` function of ``tree``'s own sync/cluster_index.py."""
-    spec = importlib.util.spec_from_file_location(f"cluster_index_{abs(hash(tree))}", tree / "sync" / "cluster_index.py")
+    """The ``cluster_index`` function of ``tree``'s own common/cluster_index.py (sync/ in older trees)."""
+    path = next((p for p in (tree / "common" / "cluster_index.py", tree / "sync" / "cluster_index.py") if p.is_file()),
+                tree / "common" / "cluster_index.py")
+    spec = importlib.util.spec_from_file_location(f"cluster_index_{abs(hash(tree))}", path)
     if spec is None or spec.loader is None:
-        raise SystemExit(f"{tree}: no sync/cluster_index.py")
+        raise SystemExit(f"{tree}: no common/cluster_index.py (nor sync/cluster_index.py)")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.cluster_index

@@ -10,7 +10,7 @@ devstack/shipped.py) and the replicated-root module opa-kube-sync generates
 decision (``POST /v1/data/io/k8s/federation/admission``) is asked of all of
 them, as the webhook asks it. Per decision kind and size, ``data.kubernetes``
 holds that kind's data alone, and ``data.kubernetes_index`` the derived
-documents opa-kube-sync writes beside it (fedplace.sync.indexes: the cluster
+documents opa-kube-sync writes beside it (fedplace.common.indexes: the cluster
 index of the clusters, the subject index of the RBAC bindings), computed by the
 sync's own functions:
 
@@ -95,9 +95,9 @@ from bench.karmada import (  # noqa: E402
     templates,
 )
 from devstack.shipped import shipped_policy_configmaps  # noqa: E402
+from fedplace.common.indexes import index_of, index_path  # noqa: E402
 from fedplace.common.kube_client import Resource  # noqa: E402
 from fedplace.sync import replicated_root  # noqa: E402
-from fedplace.sync.indexes import index_of, index_path  # noqa: E402
 
 QUERY = "/v1/data/io/k8s/federation/admission"
 PREFIX = "bench-scale"  # policy ids: <PREFIX>/<configmap>/<key>
@@ -209,7 +209,7 @@ def lr_data(n: int) -> dict[str, Any]:
 
 
 def indexes(kube: dict[str, Any]) -> dict[str, Any]:
-    """``data.<root>_index`` as opa-kube-sync writes it for ``kube`` (fedplace.sync.indexes)."""
+    """``data.<root>_index`` as opa-kube-sync writes it for ``kube`` (fedplace.common.indexes)."""
     out: dict[str, Any] = {}
     for resource in (CLUSTERS, schedulingpolicy.CRB, schedulingpolicy.RB):
         index = index_of(resource)

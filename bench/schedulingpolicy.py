@@ -25,7 +25,7 @@ there (HTTP, JSON, the server's own work), to subtract from the others.
 
 Each shape is measured twice in the run: with the bindings' subject index
 beside the data (``data.kubernetes_index``, as opa-kube-sync writes it:
-sync/subject_index.py), and, the baseline, without it (the pack then reads
+common/subject_index.py), and, the baseline, without it (the pack then reads
 every binding).
 
 Servers, both loaded with the same modules and data, asked in alternating
@@ -56,7 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import Opa, add_server_flags, pct  # noqa: E402
 from devstack.schedulingpolicy import modules  # noqa: E402
 from fedplace.common.kube_client import Resource  # noqa: E402
-from fedplace.sync.subject_index import subject_index  # noqa: E402
+from fedplace.common.subject_index import subject_index  # noqa: E402
 
 QUERY_PATH = "io/k8s/federation/admission"
 RK = "requiredDuringSchedulingIgnoredDuringExecution"

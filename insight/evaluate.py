@@ -34,6 +34,7 @@ from importlib import resources
 from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import quote
 
+from fedplace.common.indexes import indexes_of
 from fedplace.common.opa_client import (
     OpaClient,
     OpaCompileError,
@@ -45,7 +46,6 @@ from fedplace.common.opa_client import (
 )
 from fedplace.common.opa_errors import split_errors
 from fedplace.insight.inputs import UNDEFINED, subset
-from fedplace.sync.indexes import indexes_of
 
 __all__ = ["BindingsEvaluator", "Decision", "Evaluator", "EvaluatorUnavailable", "LiveOpa", "ScratchOpaEvaluator",
            "bindings_available", "data_query", "install_command", "system_module"]
@@ -117,7 +117,7 @@ PARALLEL_FROM = 400
 
 def replicated(root: str, data: Any) -> dict[str, Any]:
     """The data documents opa-kube-sync keeps for ``data`` at ``data.<root>``: the mirror, and
-    beside it (``data.<root>_index``) the indexes it derives from it (sync/indexes.py)."""
+    beside it (``data.<root>_index``) the indexes it derives from it (common/indexes.py)."""
     return {root: data, index_root(root): indexes_of(data) if isinstance(data, dict) else {}}
 
 

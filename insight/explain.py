@@ -10,14 +10,16 @@ decision (``--decision-path``, the webhook's ``data.io.k8s.federation.admission`
 annotations, patch, errors) and the explanation the policies expose beside it
 (``--explain-path``, ``data.io.k8s.federation.explain.packs``: per pack, the
 requirements and, per cluster, each requirement with the cluster's value and
-the required one — docs/policies.md, "The explanation contract"). Prints
+the required one — docs/policies.md, "The explanation contract"; a failed
+check of a placement rule also names its requirement id, its rule set and who
+imposed it). Prints, for example
 
     ReplicaSet shop/payments: admitted
-      federation.kubernetes.io/replica-set-preferences = {"clusters":{"gce-europe-west1":{"weight":1}},"rebalance":true}
-    placement: EU jurisdiction required: true, PCI compliance level >= 2: 1 of 4 clusters eligible
-      requires: region EU (annotation …: "true"); PCI >= 2 (annotation …: "2")
-      ✓ gce-europe-west1  selected  region europe-west1 ✓ EU; PCI 2 ✓ >= 2
-      ✗ aws-eu-central-1            region eu-central-1 ✓ EU; PCI 1 ✗ >= 2
+      federation.kubernetes.io/replica-set-preferences = {"clusters":{"gce-west1":{"weight":1}},"rebalance":true}
+    placement: gpu a100, tier gold: 1 of 4 clusters eligible
+      requires: gold: tier gold (reads label tier; rule set tiers, imposed by namespace); gpu: gpu a100 (…)
+      ✓ gce-west1  selected  label tier gold ✓ tier gold; label gpu a100 ✓ gpu a100
+      ✗ aws-east1            label tier silver ✗ tier gold [gold: rule set tiers, imposed by namespace]; …
 
 A Karmada binding (``resourcebinding``/``rb``, ``clusterresourcebinding``/``crb``)
 is explained from its template (policies/karmada/karmada_explain.rego): per cluster
@@ -244,12 +246,41 @@ def _dict(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _shown(value: Any) -> str:
+    if value is None or value == "":
+        return "(none)"
+    return value if isinstance(value, str) else canonical_value(value)
+
+
+def _origin(entry: Mapping[str, Any]) -> str:
+    """Who imposed a placement rule and which rule set holds it (the contract's ``imposed_by``
+    and ``set``), in words; empty for a check that names neither."""
+    parts = ([f"rule set {entry['set']}"] if entry.get("set") else []) + (
+        [f"imposed by {entry['imposed_by']}"] if entry.get("imposed_by") else [])
+    return ", ".join(parts)
+
+
 def _check(c: Mapping[str, Any]) -> str:
+    """One check of a cluster: the cluster's value of what it reads, ✓ or ✗, what is required;
+    a failed check of a placement rule also names the rule (its requirement id), its rule set
+    and who imposed it."""
     mark = "✓" if c.get("ok") else "✗"
-    value = c.get("value")
-    shown = value if isinstance(value, str) else canonical_value(value)
-    text = f"{c.get('label') or c.get('requirement', '')} {shown} {mark} {c.get('required', '')}".strip()
+    text = f"{c.get('label') or c.get('requirement', '')} {_shown(c.get('value'))} {mark} {c.get('required', '')}"
+    text = text.strip()
+    origin = _origin(c)
+    if not c.get("ok") and origin:
+        text += f" [{c.get('requirement')}: {origin}]"
     return text + (f" ({c['note']})" if c.get("note") else "")
+
+
+def _requirement(r: Mapping[str, Any]) -> str:
+    """One requirement of the object: its id, what it requires, of which cluster property, where
+    it comes from, its rule set and who imposed it."""
+    name, label, required = r.get("name"), r.get("label"), r.get("required", "")
+    text = f"{name}: {required}" if name and (r.get("set") or r.get("imposed_by")) else f"{label or name} {required}"
+    details = [d for d in (f"reads {label}" if label and name and (r.get("set") or r.get("imposed_by")) else "",
+                           str(r.get("source") or ""), _origin(r)) if d]
+    return text.strip() + (f" ({'; '.join(details)})" if details else "")
 
 
 def _cluster_order(item: tuple[str, Mapping[str, Any]]) -> tuple[int, str]:
@@ -321,8 +352,7 @@ def render(doc: Mapping[str, Any], out: TextIO) -> None:
         out.write(f"\n{pack}: {ex.get('summary') or ''}\n")
         if not ex.get("applies", True):
             continue
-        reqs = [f"{r.get('label') or r.get('name')} {r.get('required', '')}".strip()
-                + (f" ({r['source']})" if r.get("source") else "") for r in _dicts(ex.get("requirements"))]
+        reqs = [_requirement(r) for r in _dicts(ex.get("requirements"))]
         if reqs:
             out.write("  requires: " + "; ".join(reqs) + "\n")
         for c in _dicts(ex.get("checks")):

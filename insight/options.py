@@ -219,8 +219,9 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
                             "default kubernetes)")
     group.add_argument("--clusters-resource", default="clusters", metavar="PLURAL",
                        help="the replicated cluster-scoped resource holding the clusters (default clusters)")
-    group.add_argument("--resources", default="replicasets", metavar="PLURAL[,PLURAL…]",
-                       help="the replicated kinds whose placement is shown (default replicasets)")
+    group.add_argument("--resources", default=None, metavar="PLURAL[,PLURAL…]",
+                       help="the replicated kinds whose placement is shown (default: replicasets and every "
+                            "replicated kind the policy places through the cluster selector)")
     group.add_argument("--resource-bindings", default="resourcebindings", metavar="PLURAL",
                        help="the replicated Karmada ResourceBindings (default resourcebindings; '' for none)")
     group.add_argument("--cluster-resource-bindings", default="clusterresourcebindings", metavar="PLURAL",

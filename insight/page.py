@@ -1,16 +1,19 @@
 """The placement page: one self-contained HTML document for a view (:mod:`fedplace.insight.view`).
 
 * policy ConfigMaps that fail to load, first (opa-kube-sync knows them);
-* the placement matrix: workloads grouped by kind, constraints and current
-  placement (rows) × clusters (columns, grouped by jurisdiction — EU or not,
-  as the policy reads the region — then by region, with a legend), a mark
-  where the group runs, per cell why the policy allows the cluster or not
-  (:class:`fedplace.insight.reasons.Rule`: shown on hover), groups placed on
-  any cluster and denied groups marked, and a workloads-per-cluster bar;
+* the placement matrix: workloads grouped by kind, the placement rules' answer
+  and current placement (rows) × clusters (columns, grouped by a cluster
+  property the operator chooses: the region by default, the provider, or a
+  label), a mark where the group runs, per cell why the placement rules allow
+  the cluster or not — each forbidding rule with its requirement id, what it
+  requires, the cluster's value, rule set and who imposed it, from the
+  placement-rules contract (:class:`fedplace.insight.reasons.Rule`; shown on
+  hover) — groups placed on any cluster and denied groups marked, and a
+  workloads-per-cluster bar;
   ReplicaSets are placed by their replica-set-preferences, every other kind
   the policy places (Deployments, Secrets, …) by its cluster selector, matched
   against the clusters' labels;
-* every workload with its constraints and placement;
+* every workload with what the placement rules require of it and its placement;
 * Karmada's bindings (when a binding type is replicated): each with its
   template, the clusters the policy excluded (its fedplace.io/excluded-clusters)
   and why (fedplace.io/placement); those excluding every cluster first and
@@ -30,7 +33,8 @@ opa-kube-sync serves it behind ``--placement-page`` (:func:`add_routes`:
 ``GET /placement`` and the model as ``GET /placement.json``; with a token file
 both need the token, as a bearer token or as the password of HTTP Basic
 authentication, which browsers ask for), from its informers' caches, its
-remediator's records and its policy loaders' state (:func:`sync_view`);
+remediator's records, its policy loaders' state and the placement rules'
+answers it keeps (:func:`sync_view`, :func:`page_objects`);
 ``fedplace report`` writes it to a file.
 """
 
@@ -56,16 +60,18 @@ from fedplace.common.opa_client import TokenSource
 from fedplace.insight.reasons import ALLOWED, NOT_ALLOWED, PLACED, PLACED_FORBIDDEN, Rule, settings_of
 from fedplace.insight.view import (
     BINDING_RESOURCES,
-    JURISDICTIONS,
+    DEFAULT_GROUP_BY,
     TEMPLATE_PLURALS,
     VIA_PREFS,
     VIA_SELECTOR,
     build_view,
+    group_by_text,
     iso,
     policy_entry,
+    template_key,
 )
 
-__all__ = ["EAGER_REASON_CELLS", "MAX_GROUPS", "add_routes", "render", "sync_view"]
+__all__ = ["EAGER_REASON_CELLS", "MAX_GROUPS", "add_routes", "page_objects", "render", "sync_view"]
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +85,6 @@ EAGER_REASON_CELLS = 20000
 BAR_PX = 48  # the tallest workloads-per-cluster bar
 
 STRANDED = "every cluster excluded"  # a binding's status when the policy excludes every cluster
-JURISDICTION_CLASS = {"EU": "eu", "outside the EU": "out", "no region": "none"}
 # A matrix cell's look per state (reasons.Rule.cell): a class after "c", and its mark.
 CELL_CLASS = {PLACED: " y", PLACED_FORBIDDEN: " y bad", ALLOWED: " ok", NOT_ALLOWED: ""}
 CELL_MARK = {PLACED: "●", PLACED_FORBIDDEN: "●", ALLOWED: "○", NOT_ALLOWED: ""}
@@ -143,7 +148,7 @@ def _environment() -> Environment:
     env.globals.update(static=functools.partial(_static, env),
                        seconds_since=_seconds_since, max_groups=MAX_GROUPS, names_shown=NAMES_SHOWN,
                        eager_reason_cells=EAGER_REASON_CELLS, stranded=STRANDED,
-                       jurisdiction_class=JURISDICTION_CLASS, cell_class=CELL_CLASS, cell_mark=CELL_MARK)
+                       cell_class=CELL_CLASS, cell_mark=CELL_MARK)
     return env
 
 
@@ -152,8 +157,9 @@ def _workload(w: Mapping[str, Any]) -> str:
     return f"{w['namespace']}/{w['name']}"
 
 
-def _constraints(c: Mapping[str, str]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in c.items()) if c else "no constraints"
+def _requires(text: str | None) -> str:
+    """What the placement rules require of a workload, in words (its answer's ``requires``)."""
+    return text or ("no placement rule answer yet" if text is None else "no requirement")
 
 
 def _labels_text(labels: Mapping[str, str]) -> str:
@@ -188,7 +194,7 @@ def _placement_of(w: Mapping[str, Any]) -> str:
 
 def _workloads(workloads: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The workloads table."""
-    return _lazy([[_workload(w), w["kind"], _constraints(w["constraints"]), _placement_of(w), w["source"] or "",
+    return _lazy([[_workload(w), w["kind"], _requires(w.get("requires")), _placement_of(w), w["source"] or "",
                    "denied: " + "; ".join(w["denied"]) if w["denied"] else "ok"] for w in workloads])
 
 
@@ -223,7 +229,7 @@ def _bindings(view: Mapping[str, Any]) -> dict[str, Any] | None:
         t = b["template"]
         template = (t["text"] + ("" if t["replicated"] else " (not replicated)")) if t else "(no template)"
         rows.append([_binding_name(b), b["kind"], template,
-                     _constraints(b["constraints"]) if b["constraints"] is not None else "—",
+                     _requires(b.get("requires")) if t and t["replicated"] else "—",
                      _excluded_text(b), _placement(b["scheduled"]) if b["scheduled"] else "—",
                      b["why"] or "", _binding_status(b)])
     return {**_lazy(rows), "stranded": sum(1 for b in bindings if b["every_cluster_excluded"])}
@@ -256,21 +262,24 @@ def _column_groups(clusters: Sequence[Mapping[str, Any]], key: Callable[[Mapping
 
 def _matrix(view: Mapping[str, Any]) -> dict[str, Any]:
     """The placement matrix's content (templates/matrix.html.j2): workloads grouped by placement,
-    constraints, denial, rule and selector, largest groups first (at most MAX_GROUPS); per row
-    each cluster's cell state, its reason kept once in ``reasons`` (texts, the rows' patterns of
-    text indexes, each row's pattern; -1 for a row without cells)."""
+    the placement rules' answer, denial, developer's choice and selector, largest groups first
+    (at most MAX_GROUPS); per row each cluster's cell state, its reason kept once in ``reasons``
+    (texts, the rows' patterns of text indexes, each row's pattern; -1 for a row without
+    cells). Columns: the clusters in the view's order, in runs of the same group value."""
     clusters = view["clusters"]
     settings = settings_of(view.get("settings"))
+    answers = view.get("rules") or []
+    grouping = view.get("group_by") or DEFAULT_GROUP_BY
     for c in clusters:  # a view from an older sync
-        c.setdefault("jurisdiction", "no region" if not c.get("region") else "outside the EU")
+        c.setdefault("group", c.get("region") or "")
     groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
     for w in view["workloads"]:
         placement = tuple(w["placement"]) if w["placement"] is not None else None
         rule = Rule.of(w, settings)
-        key = (placement, tuple(w["constraints"].items()), bool(w["denied"]), rule,
+        key = (placement, w.get("requires"), bool(w["denied"]), rule,
                w.get("selector_text") if w.get("selector") is not None else None, w.get("selector_error"))
         groups.setdefault(key, []).append(w)
-    ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), _constraints(dict(kv[0][1])), kv[0][0] or (),
+    ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), _requires(kv[0][1]), kv[0][0] or (),
                                                      _kinds(kv[1])))
     index = {c["name"]: i for i, c in enumerate(clusters)}
     counts = [0] * len(clusters)
@@ -284,22 +293,17 @@ def _matrix(view: Mapping[str, Any]) -> dict[str, Any]:
         for n in placement:
             if n in index:
                 counts[index[n]] += len(members)
-    regions: dict[str, list[str]] = {}
-    for c in clusters:
-        regions.setdefault(c["jurisdiction"], [])
-        if c["region"] and c["region"] not in regions[c["jurisdiction"]]:
-            regions[c["jurisdiction"]].append(c["region"])
     texts: dict[str, int] = {}
     patterns: dict[tuple[int, ...], int] = {}
     row_patterns: list[int] = []
     rows = []
-    for (placement, constraint_items, denied, rule, selector_text, selector_error), members in ordered[:MAX_GROUPS]:
+    for (placement, requires, denied, rule, selector_text, selector_error), members in ordered[:MAX_GROUPS]:
         names = [_workload(w) for w in members]
-        constraints = _constraints(dict(constraint_items))
+        required = _requires(requires) if rule.via is not None else "not placed by the policy"
         row: dict[str, Any] = {
-            "denied": denied, "names": names, "kinds": _kinds(members), "constraints": constraints,
+            "denied": denied, "names": names, "kinds": _kinds(members), "requires": required,
             "kind_names": sorted({w["kind"] for w in members}), "selector_text": selector_text,
-            "selector_error": selector_error, "label": f"{_kinds(members)} · {constraints} · {len(names)}",
+            "selector_error": selector_error, "label": f"{_kinds(members)} · {required} · {len(names)}",
             "cells": None, "unknown": [], "why": "", "any_text": _any_text(rule.via)}
         rows.append(row)
         if selector_error:
@@ -307,16 +311,16 @@ def _matrix(view: Mapping[str, Any]) -> dict[str, Any]:
             row["why"] = (f"the cluster selector is unreadable ({selector_error}): the policy denies it, and "
                           "Kubernetes Federation cannot place it")
             continue
-        if placement is None and not rule.constrained:
+        if placement is None and not rule.constrained(answers):
             row_patterns.append(-1)
-            row["why"] = ("no placement constraint annotations: the policy leaves it alone, and Kubernetes "
+            row["why"] = ("no placement rule constrains it: the policy leaves it alone, and Kubernetes "
                           "Federation places it on any cluster")
             continue
         on = set(placement) if placement is not None else None  # None: no annotation, so every cluster
         pattern = []
         row["cells"] = []
         for c in clusters:
-            state, why = rule.cell(c, on is None or c["name"] in on, denied, settings)
+            state, why = rule.cell(c, on is None or c["name"] in on, denied, settings, answers)
             if on is None:
                 why += (f" (no {'cluster-selector' if rule.via == VIA_SELECTOR else 'replica-set-preferences'}: "
                         "any cluster)")
@@ -327,10 +331,8 @@ def _matrix(view: Mapping[str, Any]) -> dict[str, Any]:
     top = max(counts, default=0) or 1
     return {
         "clusters": clusters, "workloads": len(view["workloads"]), "groups": len(ordered), "rows": rows,
-        "anywhere": anywhere, "jurisdictions": [(j, regions[j]) for j in JURISDICTIONS if j in regions],
-        "jurisdiction_runs": _column_groups(clusters, lambda c: c["jurisdiction"]),
-        "region_runs": [(region, n) for (_, region), n in
-                        _column_groups(clusters, lambda c: (c["jurisdiction"], c["region"]))],
+        "anywhere": anywhere, "group_by": group_by_text(grouping),
+        "group_runs": _column_groups(clusters, lambda c: c["group"]),
         "bars": [(c["name"], n, round(BAR_PX * n / top)) for c, n in zip(clusters, counts, strict=True)],
         "reasons": {"texts": sorted(texts, key=texts.__getitem__),
                     "patterns": [list(p) for p in sorted(patterns, key=patterns.__getitem__)],
@@ -364,27 +366,60 @@ def sync_policies(sync: Any) -> tuple[list[dict[str, Any]], list[str]]:
     return entries, notes
 
 
-def sync_view(sync: Any, clusters: str = "clusters", workloads: Sequence[str] = ("replicasets",)) -> dict[str, Any]:
-    """The view from a running opa-kube-sync (``sync.app.SyncApp``, read duck-typed so that this
-    layer does not import the sync): its informers' caches, its remediator's records, its policy
-    loaders' state and the placement settings it last read from OPA (``placement_settings``)."""
-    def objects(plural: str) -> list[Mapping[str, Any]]:
-        rep = sync.replicators.get(plural)
+class _SyncSources:
+    """What a running opa-kube-sync (``sync.app.SyncApp``, read duck-typed so that this layer
+    does not import the sync) holds for the page: the kinds it shows, their objects, the
+    bindings and their templates."""
+
+    def __init__(self, sync: Any, workloads: Sequence[str]) -> None:
+        self.sync = sync
+        remediator = getattr(sync, "remediator", None)
+        kinds = list(dict.fromkeys([*workloads, *(r.plural for r in getattr(remediator, "resources", {}).values()
+                                                  if r.namespaced)])) if remediator is not None else list(workloads)
+        # Karmada's bindings are listed on their own (the remediator may remediate them too).
+        self.kinds = [k for k in kinds if k not in BINDING_RESOURCES]
+        self.binding_kinds = [p for p in BINDING_RESOURCES if p in sync.replicators]
+
+    def objects(self, plural: str) -> list[Mapping[str, Any]]:
+        rep = self.sync.replicators.get(plural)
         informer = getattr(rep, "informer", None)
         return list(informer.objects.values()) if informer is not None else []
 
-    def template_of(key: tuple[str, str, str]) -> Mapping[str, Any] | None:
+    def template_of(self, key: tuple[str, str, str]) -> Mapping[str, Any] | None:
         kind, namespace, name = key
-        rep = sync.replicators.get(TEMPLATE_PLURALS.get(kind, ""))
+        rep = self.sync.replicators.get(TEMPLATE_PLURALS.get(kind, ""))
         informer = getattr(rep, "informer", None)
         return informer.objects.get(f"{namespace}/{name}" if namespace else name) if informer is not None else None
 
+    def templates(self) -> list[Mapping[str, Any]]:
+        out = []
+        for plural in self.binding_kinds:
+            for b in self.objects(plural):
+                key = template_key(b)
+                found = self.template_of(key) if key is not None else None
+                if isinstance(found, Mapping):
+                    out.append(found)
+        return out
+
+
+def page_objects(sync: Any, workloads: Sequence[str] = ("replicasets",)) -> tuple[list[Mapping[str, Any]], set[str]]:
+    """The objects of a running opa-kube-sync whose placement-rule answers its page shows (the
+    workloads of the kinds it shows and the bindings' templates), and the plurals they come from
+    (a change of any other replicated type may change every answer)."""
+    src = _SyncSources(sync, workloads)
+    objects = [o for p in src.kinds for o in src.objects(p)] + src.templates()
+    return objects, {*src.kinds, *src.binding_kinds, *TEMPLATE_PLURALS.values()}
+
+
+def sync_view(sync: Any, clusters: str = "clusters", workloads: Sequence[str] = ("replicasets",)) -> dict[str, Any]:
+    """The view from a running opa-kube-sync (``sync.app.SyncApp``, read duck-typed so that this
+    layer does not import the sync): its informers' caches, its remediator's records, its policy
+    loaders' state, the placement settings it last read from OPA (``placement_settings``), the
+    placement rules' answers it keeps (``page_rules``, a :class:`fedplace.insight.rules.PageRules`)
+    and the page's column grouping (``settings.placement_page_group_by``)."""
+    src = _SyncSources(sync, workloads)
+    kinds, binding_kinds = src.kinds, src.binding_kinds
     remediator = getattr(sync, "remediator", None)
-    kinds = list(dict.fromkeys([*workloads, *(r.plural for r in getattr(remediator, "resources", {}).values()
-                                              if r.namespaced)])) if remediator is not None else list(workloads)
-    # Karmada's bindings are listed on their own (the remediator may remediate them too).
-    kinds = [k for k in kinds if k not in BINDING_RESOURCES]
-    binding_kinds = [p for p in BINDING_RESOURCES if p in sync.replicators]
     notes = [f"{p} are not replicated by this opa-kube-sync (--replicate)" for p in (clusters, *kinds)
              if p not in sync.replicators]
     denials: list[dict[str, Any]] = []
@@ -399,13 +434,16 @@ def sync_view(sync: Any, clusters: str = "clusters", workloads: Sequence[str] = 
         remediations = [{**r, "time": iso(r["time"])} for r in remediator.history]
         if remediator.last_pass_time is None:
             notes.append("No remediation pass has run yet.")
-    cluster_objects = {str((o.get("metadata") or {}).get("name")): o for o in objects(clusters)}
-    bindings = [(p, o) for p in binding_kinds for o in objects(p)] if binding_kinds else None
+    rules = getattr(sync, "page_rules", None)
+    cluster_objects = {str((o.get("metadata") or {}).get("name")): o for o in src.objects(clusters)}
+    bindings = [(p, o) for p in binding_kinds for o in src.objects(p)] if binding_kinds else None
     policies, pending = sync_policies(sync)
-    return build_view(cluster_objects, [(p, o) for p in kinds for o in objects(p)], source="opa-kube-sync (live)",
+    grouping = getattr(getattr(sync, "settings", None), "placement_page_group_by", None) or DEFAULT_GROUP_BY
+    return build_view(cluster_objects, [(p, o) for p in kinds for o in src.objects(p)], source="opa-kube-sync (live)",
                       denials=denials, remediations=remediations, notes=[*pending, *notes], bindings=bindings,
-                      template_of=template_of, settings=getattr(sync, "placement_settings", None),
-                      policies=policies if getattr(sync, "loaders", None) else None, stuck=stuck)
+                      template_of=src.template_of, settings=getattr(sync, "placement_settings", None),
+                      policies=policies if getattr(sync, "loaders", None) else None, stuck=stuck,
+                      answers=rules.answers if rules is not None else None, grouping=grouping)
 
 
 def _authorized(request: web.Request, tokens: TokenSource) -> bool:

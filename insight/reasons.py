@@ -1,14 +1,15 @@
-"""Where a workload may run and why, per cluster: the federation placement policy's checks,
-computed from the data the page already holds (for the placement page's cells and for the
-clusters a cluster selector selects).
+"""Where a workload may run and why, per cluster, for the placement page's cells.
 
-The policy is policies/federation/ (lib.rego, selector.rego); its explanation,
-``data.io.k8s.federation.explain.packs["placement"]`` (placement_explain.rego), gives the same
-checks per cluster. The page does not ask OPA for it: a page is built from the sync's caches
-every few seconds for thousands of workloads, and must cost OPA nothing. Instead each check is
-computed here from the same inputs — the workload's annotations, the clusters' region and
-labels — and ``tests/insight/test_page.py`` holds these checks equal to OPA's explanation for
-every kind it places (ReplicaSets, and the cluster-selector kinds), every cluster.
+The placement rules are Rego only (the placement-rules contract,
+policies/federation/contract.rego, and the rule sets loaded beside it): this
+module knows none of them. For each workload the page holds the rules' answer
+(``data.io.k8s.federation.page.answer``, policies/federation/page.rego, asked by
+:mod:`fedplace.insight.rules`): whether some rule set constrains it, its
+malformed-request errors, its requirements in words, and every cluster some rule
+forbids with each failed requirement or forbid (requirement id, what it
+requires, the cluster's value, rule set, who imposed it). A cell's state and
+reason come from that answer, the placement annotation the workload carries, and
+what the developer asked for.
 
 What the policy's settings change (module ``io.k8s.federation.placement.settings``:
 ``selector_kinds``, ``cluster_name_label``, ``control_plane``) is in :data:`DEFAULT_SETTINGS`;
@@ -16,10 +17,11 @@ What the policy's settings change (module ``io.k8s.federation.placement.settings
 load).
 
 * :func:`parse_selector`, :func:`requirement_matches`, :func:`selected`: the
-  ``federation.alpha.kubernetes.io/cluster-selector`` annotation, with Kubernetes label-selector
-  semantics, as selector.rego reads it;
+  ``federation.alpha.kubernetes.io/cluster-selector`` annotation read with Kubernetes
+  label-selector semantics, to show where a workload runs and the developer's choice (the
+  decision itself is selector.rego's);
 * :func:`selector_words`: a selector in words (``tier is gold; clusters eu-1, eu-2``);
-* :class:`Rule`: one workload's requirements, and per cluster the state of its cell and why.
+* :class:`Rule`: one workload's answer and choices, and per cluster the state of its cell and why.
 """
 
 from __future__ import annotations
@@ -29,12 +31,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-__all__ = ["ALLOWED", "DEFAULT_SETTINGS", "NOT_ALLOWED", "PLACED", "PLACED_FORBIDDEN", "Rule", "in_eu",
-           "parse_selector", "read_settings", "requirement_matches", "requirement_words", "selected",
-           "selector_words", "settings_of"]
+__all__ = ["ALLOWED", "DEFAULT_SETTINGS", "NOT_ALLOWED", "PLACED", "PLACED_FORBIDDEN", "Rule", "answer_asks",
+           "parse_selector", "read_settings", "reason_text", "requirement_matches", "requirement_words", "rules_key",
+           "selected", "selector_words", "settings_of"]
 
-EU_KEY = "eu-jurisdiction-required"  # constraint short names (view.constraints)
-PCI_KEY = "pci-compliance-level"
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 
 DEFAULT_SETTINGS: dict[str, Any] = {
@@ -43,9 +43,6 @@ DEFAULT_SETTINGS: dict[str, Any] = {
                               "Ingress"]),
     "cluster_name_label": "fedplace.io/cluster-name",
     "control_plane": "federation-v1",
-    # lib.rego
-    "eu_region_pattern": "^(europe-|eu-)|europe$",
-    "pci_label": "pci-compliance-level",
     "from": "the policy's defaults",
 }
 
@@ -77,7 +74,7 @@ async def read_settings(opa: Any) -> dict[str, Any]:
         out["selector_kinds"] = sorted(kinds)
     if await opa.query(root + "settings_errors"):
         out["selector_kinds"] = []  # malformed settings: the policy places no kind but ReplicaSet
-    for name in ("cluster_name_label", "control_plane", "eu_region_pattern", "pci_label"):
+    for name in ("cluster_name_label", "control_plane"):
         value = await opa.query(root + name)
         if isinstance(value, str) and value:
             out[name] = value
@@ -185,45 +182,70 @@ def selector_words(requirements: Sequence[Mapping[str, Any]] | None, name_label:
     return "; ".join(requirement_words(r, name_label, limit) for r in ordered)
 
 
-# -- the checks of one workload, per cluster -------------------------------------------------------
+# What identifies one object rather than what it asks: left out of the key objects share an answer by.
+_IDENTITY = frozenset({"name", "generateName", "uid", "resourceVersion", "creationTimestamp", "generation",
+                       "managedFields", "ownerReferences", "selfLink", "deletionTimestamp"})
 
 
-def in_eu(region: Any, pattern: str) -> bool:
-    """lib.rego's EU jurisdiction: the lower-cased region matches ``eu_region_pattern``."""
-    if not isinstance(region, str):
-        return False
-    try:
-        return re.search(pattern, region.lower()) is not None
-    except re.error:
-        return re.search(DEFAULT_SETTINGS["eu_region_pattern"], region.lower()) is not None
+def rules_key(obj: Mapping[str, Any]) -> str:
+    """The object as the placement rules see it, less what identifies one object (name, uid,
+    resource version, timestamps, owners) and its status: objects with the same key get the
+    same answer from the placement rules (:mod:`fedplace.insight.rules`)."""
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    doc = {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+    doc["metadata"] = {k: v for k, v in meta.items() if k not in _IDENTITY}
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
+
+
+
+# -- the placement rules' answer, per cluster ----------------------------------------------------------
+
+
+def reason_text(reason: Mapping[str, Any]) -> str:
+    """One failed requirement or forbid of the contract (``cluster_reasons``: ``set``, ``id``,
+    ``requires``, ``imposed_by``, ``value``) in words: the requirement, what it requires, the
+    cluster's value, its rule set and who imposed it."""
+    value = reason.get("value")
+    shown = "none" if value is None or value == "" else value if isinstance(value, str) else json.dumps(value)
+    requires = f" {reason['requires']}" if reason.get("requires") else ""
+    return (f"{reason.get('id')} ✗{requires} (the cluster has {shown}; rule set {reason.get('set')}, "
+            f"imposed by {reason.get('imposed_by')})")
+
+
+def answer_asks(answer: Mapping[str, Any] | None) -> bool:
+    """Whether the placement rules constrain the object: some rule set requires or forbids
+    something of its clusters, its request is malformed, or they gave no answer (an answer not
+    asked yet, or undecidable: it fails closed)."""
+    return answer is None or bool(answer.get("asks") or answer.get("errors") or answer.get("error"))
 
 
 @dataclass(frozen=True)
 class Rule:
-    """What the policy requires of one workload (all workloads of a matrix row share it), and
-    what the developer asked for.
+    """What the placement rules say about one workload (all workloads of a matrix row share it),
+    and what the developer asked for.
 
     ``via``: ``"replica-set-preferences"``, ``"cluster-selector"`` or None (not placed by the
-    policy: every cluster is allowed). ``developer``: for the cluster selector, the developer's
-    requirements (those on other labels, and those on the name label unless the policy wrote
-    them); for replica-set-preferences, the clusters the developer named (source not policy).
+    policy: every cluster is allowed). ``answer``: the index of the placement rules' answer for
+    the workload in the view's ``rules`` (:mod:`fedplace.insight.rules`), or None when it has
+    none yet. ``developer``: for the cluster selector, the developer's requirements (those on
+    other labels, and those on the name label unless the policy wrote them); for
+    replica-set-preferences, the clusters the developer named (source not policy).
     """
 
     via: str | None
-    eu: bool
-    pci: int | None  # required level (None: no PCI requirement)
+    answer: int | None
     developer_selector: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
     developer_clusters: tuple[str, ...] | None = None
 
-    @property
-    def constrained(self) -> bool:
-        return self.via is not None and (self.eu or self.pci is not None)
+    def constrained(self, answers: Sequence[Mapping[str, Any]]) -> bool:
+        return self.via is not None and answer_asks(self.rules(answers))
+
+    def rules(self, answers: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+        return answers[self.answer] if self.answer is not None and 0 <= self.answer < len(answers) else None
 
     @staticmethod
     def of(workload: Mapping[str, Any], settings: Mapping[str, Any]) -> "Rule":
         """The rule of a view's workload entry (:func:`fedplace.insight.view.workload_entry`)."""
-        c = workload.get("constraints") or {}
-        pci = c.get(PCI_KEY)
         via = workload.get("via")
         name_label = settings["cluster_name_label"]
         dev_sel: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
@@ -234,29 +256,32 @@ class Rule:
                             if not (policy_wrote and r["key"] == name_label))
         elif via == "replica-set-preferences" and workload.get("source") != "policy" and workload.get("placement"):
             dev_clusters = tuple(workload["placement"])
-        return Rule(via=via, eu=c.get(EU_KEY) == "true",
-                    pci=(int(pci) if _whole_number(pci) else 0) if pci is not None else None,
-                    developer_selector=dev_sel, developer_clusters=dev_clusters)
+        return Rule(via=via, answer=workload.get("rules"), developer_selector=dev_sel,
+                    developer_clusters=dev_clusters)
 
-    def checks(self, cluster: Mapping[str, Any],
-               settings: Mapping[str, Any]) -> tuple[bool, bool, list[tuple[bool, str]]]:
+    def checks(self, cluster: Mapping[str, Any], settings: Mapping[str, Any],
+               answers: Sequence[Mapping[str, Any]]) -> tuple[bool, bool, list[tuple[bool, str]]]:
         """``(allowed by the policy, chosen by the developer, the checks)`` for one cluster (a view
-        entry: ``name``, ``region``, ``labels``); each check ``(ok, in words)``, in the order of
-        the explanation's per-cluster ``checks`` (region, PCI, the name label, each developer
-        requirement), then whether the developer's replica-set-preferences name the cluster
-        (the explanation's ``requested``)."""
+        entry: ``name``, ``labels``); each check ``(ok, in words)``: the placement rules' reasons
+        (each failed requirement and forbid, from the contract), the name label the cluster
+        selector selects by, each developer requirement, then whether the developer's
+        replica-set-preferences name the cluster."""
         labels = cluster["labels"]
         out: list[tuple[bool, str]] = []
-        allowed = True
-        if self.via is not None and self.eu:
-            ok = in_eu(cluster["region"], settings["eu_region_pattern"])
-            out.append((ok, f"region {cluster['region'] or '(none)'} {'✓' if ok else '✗'} EU"))
-        if self.via is not None and self.pci is not None:
-            label = labels.get(settings["pci_label"], "0")
-            ok = self.pci == 0 or (_whole_number(label) and int(label) >= self.pci)
-            note = "" if _whole_number(label) else " (not a whole number: level 0)"
-            out.append((ok, f"PCI {label}{note} {'✓' if ok else '✗'} ≥ {self.pci}"))
-        if self.via == "cluster-selector" and self.constrained:
+        if self.via is not None:
+            answer = self.rules(answers)
+            if answer is None:
+                out.append((False, "the placement rules have not been asked about it yet"))
+            elif answer.get("error"):
+                out.append((False, f"the placement rules give no answer ({answer['error']}): it fails closed"))
+            elif answer.get("errors"):
+                out.append((False, "its placement request is malformed: " + "; ".join(answer["errors"])))
+            else:
+                reasons = (answer.get("forbidden") or {}).get(cluster["name"]) or ()
+                out += [(False, reason_text(r)) for r in reasons]
+                if not reasons and answer.get("asks"):
+                    out.append((True, f"placement rules ✓ ({answer.get('requires') or 'no requirement'})"))
+        if self.via == "cluster-selector" and self.constrained(answers):
             name_label = settings["cluster_name_label"]
             value = labels.get(name_label)
             if value == cluster["name"]:
@@ -279,13 +304,13 @@ class Rule:
                         else "not named by the developer's replica-set-preferences"))
         return allowed, chosen, out
 
-    def cell(self, cluster: Mapping[str, Any], placed: bool, denied: bool,
-             settings: Mapping[str, Any]) -> tuple[str, str]:
+    def cell(self, cluster: Mapping[str, Any], placed: bool, denied: bool, settings: Mapping[str, Any],
+             answers: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
         """``(state, why)`` of the workload's cell for ``cluster``; ``placed``: it runs there."""
-        allowed, chosen, checks = self.checks(cluster, settings)
+        allowed, chosen, checks = self.checks(cluster, settings, answers)
         words = [text for _, text in checks]
-        if not self.constrained:
-            words.insert(0, "no placement constraints: the policy allows every cluster")
+        if not self.constrained(answers):
+            words.insert(0, "no placement rule constrains it: every cluster is allowed")
         why = "; ".join(words)
         if placed and allowed:
             return PLACED, f"runs here — {why}"

@@ -4,11 +4,13 @@
     fedplace report --output-file placement.html --sync-url http://opa-kube-sync:8182
     fedplace report -o json          (the page's model: what the sync serves at /placement.json)
     fedplace report -o text          (the counts, and what is denied or excluded everywhere)
+    fedplace report --group-by label:tier > placement.html   (columns grouped by a cluster label)
 
 From OPA (the default): the clusters, workloads and Karmada bindings
 opa-kube-sync replicated, with every workload's decision asked of the live OPA
 now (read only; workloads the policies cannot tell apart share one question,
-see insight/inputs.py), so the denials are current (a binding's exclusions are
+see insight/inputs.py), so the denials are current, and the placement rules'
+answer for each workload and template (insight/rules.py: the cells' reasons) (a binding's exclusions are
 its annotations, as the webhook and the remediator wrote them); remediations
 are only known to the sync. With ``--sync-url``: exactly the view opa-kube-sync
 serves at ``/placement`` (started with ``--placement-page``), its remediator's
@@ -36,7 +38,7 @@ from typing import Any, TextIO
 import aiohttp
 
 from fedplace.common.opa_client import OpaClient, OpaError, OpaMalformedResponse, OpaUnavailable
-from fedplace.insight import reasons
+from fedplace.insight import reasons, rules
 from fedplace.insight.command import CliError, Unreachable, UsageError, guarded
 from fedplace.insight.evaluate import LiveOpa
 from fedplace.insight.options import (
@@ -52,7 +54,15 @@ from fedplace.insight.options import (
     split_list,
 )
 from fedplace.insight.page import render
-from fedplace.insight.view import TEMPLATE_PLURALS, build_view, iso
+from fedplace.insight.view import (
+    DEFAULT_GROUP_BY,
+    TEMPLATE_PLURALS,
+    build_view,
+    group_by,
+    iso,
+    placed_plurals,
+    template_key,
+)
 from fedplace.insight.whatif import bindings_of, decide_workloads, workloads_of
 
 __all__ = ["DESCRIPTION", "EPILOG", "FORMATS", "add_arguments", "from_opa", "from_sync", "render_text", "run"]
@@ -97,6 +107,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "instead of asking OPA")
     parser.add_argument("--sync-token-file", metavar="FILE",
                         help="bearer token for the sync's page (its --placement-page-token-file)")
+    parser.add_argument("--group-by", type=group_by, default=DEFAULT_GROUP_BY, metavar="region|provider|label:KEY",
+                        help="the cluster property the placement matrix groups its columns by (default region; "
+                             "from OPA only: with --sync-url the sync's own grouping)")
     add_data_arguments(parser)
     add_opa_arguments(parser)
 
@@ -130,25 +143,30 @@ async def from_opa(args: argparse.Namespace) -> dict[str, Any]:
     async with OpaClient(opa_settings(args)) as opa:
         data = await opa.get_data([root])
         data = data if isinstance(data, dict) else {}
-        workloads = workloads_of(data, split_list(args.resources))
+        settings = await reasons.read_settings(opa)
+        workloads = workloads_of(data, split_list(args.resources) if args.resources else placed_plurals(data, settings))
         binding_plurals = [p for p in (args.resource_bindings, args.cluster_resource_bindings) if p and p in data]
         plurals = await template_plurals(opa) if binding_plurals else {}
-        settings = await reasons.read_settings(opa)
+        bindings = bindings_of(data, args.resource_bindings, args.cluster_resource_bindings) if binding_plurals else []
+        find = template_lookup(data, plurals)
+        templates = [t for t in (find(k) for k in (template_key(b.obj) for b in bindings) if k is not None)
+                     if isinstance(t, dict)]
         live = LiveOpa(opa)
         try:
-            decisions, asked = await decide_workloads(live, path, [w.obj for w in workloads], await live.parse())
+            asts = await live.parse()
+            decisions, asked = await decide_workloads(live, path, [w.obj for w in workloads], asts)
+            answers = await rules.ask(live, [*(w.obj for w in workloads), *templates], asts)
         finally:
             await live.close()
     now = time.time()
     denials = [{"resource": w.resource, "namespace": w.namespace, "name": w.name, "errors": d.errors,
                 "time": iso(now)} for w, d in zip(workloads, decisions, strict=True) if d.denied]
     clusters = data.get(args.clusters_resource)
-    bindings = ([(b.resource, b.obj) for b in bindings_of(data, args.resource_bindings, args.cluster_resource_bindings)]
-                if binding_plurals else None)
     return build_view(clusters if isinstance(clusters, dict) else {}, [(w.resource, w.obj) for w in workloads],
                       source=f"OPA {opa.base_url} ({asked} decisions asked)", denials=denials, generated=now,
                       notes=["Remediations are recorded by opa-kube-sync: fedplace report --sync-url shows them."],
-                      bindings=bindings, template_of=template_lookup(data, plurals), settings=settings)
+                      bindings=[(b.resource, b.obj) for b in bindings] if binding_plurals else None,
+                      template_of=find, settings=settings, answers=answers, grouping=args.group_by)
 
 
 def sync_token(path: str | None) -> str | None:

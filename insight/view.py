@@ -1,4 +1,4 @@
-"""The placement view: clusters, workloads with their constraints and placement, Karmada's
+"""The placement view: clusters, workloads with what the placement rules require and their placement, Karmada's
 bindings with their exclusions, denials and remediations, the policy ConfigMaps that fail to
 load — one JSON-able model for the page opa-kube-sync serves, ``fedplace report`` and the
 what-if's before/after.
@@ -7,7 +7,13 @@ A workload's placement is read as the policy writes it, per kind: a ReplicaSet's
 ``federation.kubernetes.io/replica-set-preferences`` (the clusters it names), any kind of the
 policy's ``selector_kinds`` (Deployments, Secrets, …) its
 ``federation.alpha.kubernetes.io/cluster-selector`` — the requirements matched against the
-replicated clusters' labels (:mod:`fedplace.insight.reasons`); None is "any cluster".
+replicated clusters' labels (:mod:`fedplace.insight.reasons`); None is "any cluster". What
+the placement rules say of each workload (and of each binding's template) is their answer
+(:mod:`fedplace.insight.rules`), given by the caller, kept once per distinct answer in the
+view's ``rules``.
+
+The page's columns are the clusters grouped by a cluster property the operator chooses
+(:func:`group_by`): the region (the default), the provider, or a label.
 
 Pure functions; the callers gather the objects (from the sync's informers or
 from OPA's replicated data), the remediator's records and the policy loaders' state.
@@ -15,18 +21,19 @@ from OPA's replicated data), the remediator's records and the policy loaders' st
 
 from __future__ import annotations
 
+import argparse
 import functools
 import json
 import time
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from fedplace.common.annotations import canonical_value
-from fedplace.insight.reasons import in_eu, parse_selector, selected, selector_words, settings_of
+from fedplace.insight.reasons import parse_selector, rules_key, selected, selector_words, settings_of
 
-__all__ = ["BINDING_RESOURCES", "CONSTRAINT_PREFIX", "EXCLUDED", "PREFS", "SELECTOR", "SELECTOR_SOURCE", "SOURCE",
-           "TEMPLATE_PLURALS", "WHY", "binding_entry", "build_view", "clusters_of", "constraints",
-           "effective_placement", "excluded_of", "iso", "policy_entry", "template_key", "template_text",
-           "workload_entry"]
+__all__ = ["BINDING_RESOURCES", "DEFAULT_GROUP_BY", "EXCLUDED", "PREFS", "SELECTOR", "SELECTOR_SOURCE", "SOURCE",
+           "TEMPLATE_PLURALS", "WHY", "binding_entry", "build_view", "cluster_entries", "clusters_of",
+           "effective_placement", "excluded_of", "group_by", "group_by_text", "iso", "placed_plurals", "policy_entry",
+           "template_key", "template_text", "workload_entry"]
 
 PREFS = "federation.kubernetes.io/replica-set-preferences"
 SOURCE = "fedplace.io/replica-set-preferences-source"
@@ -35,7 +42,8 @@ SELECTOR = "federation.alpha.kubernetes.io/cluster-selector"
 SELECTOR_SOURCE = "fedplace.io/cluster-selector-source"
 VIA_PREFS, VIA_SELECTOR = "replica-set-preferences", "cluster-selector"
 WORDS_LIMIT = 6  # cluster names in a selector's words
-CONSTRAINT_PREFIX = "policy.federation.alpha.kubernetes.io/"
+# The cluster property the page groups its columns by: "region", "provider" or "label:<key>".
+DEFAULT_GROUP_BY = "region"
 # What the Karmada pack (policies/karmada/) writes on a ResourceBinding / ClusterResourceBinding.
 EXCLUDED = "fedplace.io/excluded-clusters"
 WHY = "fedplace.io/placement"
@@ -90,10 +98,20 @@ def effective_placement(obj: Mapping[str, Any], desired: Mapping[str, Any] | Non
     return clusters_of(_annotations(obj).get(PREFS))
 
 
-def constraints(obj: Mapping[str, Any]) -> dict[str, str]:
-    """The placement constraints the object asks for (``policy.federation.alpha.kubernetes.io/*``), short names."""
-    return {k[len(CONSTRAINT_PREFIX):]: canonical_value(v) for k, v in sorted(_annotations(obj).items())
-            if k.startswith(CONSTRAINT_PREFIX)}
+def group_by(text: str) -> str:
+    """The page's column grouping: ``region``, ``provider`` or ``label:KEY`` (an argparse type:
+    raises its ArgumentTypeError otherwise)."""
+    if text in ("region", "provider"):
+        return text
+    kind, sep, key = text.partition(":")
+    if kind == "label" and sep and key.strip():
+        return f"label:{key.strip()}"
+    raise argparse.ArgumentTypeError(f"expected region, provider or label:KEY, got {text!r}")
+
+
+def group_by_text(spec: str) -> str:
+    """``region`` / ``provider`` / ``label tier``: the grouping in words."""
+    return f"label {spec[len('label:'):]}" if spec.startswith("label:") else spec
 
 
 def _via(kind: str, ann: Mapping[str, Any], settings: Mapping[str, Any]) -> str | None:
@@ -123,7 +141,7 @@ def workload_entry(resource: str, obj: Mapping[str, Any], clusters: Sequence[Map
     kind = str(obj.get("kind") or "")
     via = _via(kind, ann, settings)
     entry: dict[str, Any] = {"resource": resource, "kind": kind, "namespace": str(meta.get("namespace") or ""),
-                             "name": str(meta.get("name") or ""), "constraints": constraints(obj), "via": via,
+                             "name": str(meta.get("name") or ""), "rules": None, "requires": None, "via": via,
                              "placement": None, "source": None, "selector": None, "selector_text": None,
                              "selector_error": None}
     if via == VIA_SELECTOR:
@@ -148,21 +166,49 @@ def workload_entry(resource: str, obj: Mapping[str, Any], clusters: Sequence[Map
     return entry
 
 
-def _cluster_entry(name: str, obj: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
+def _cluster_entry(name: str, obj: Mapping[str, Any], grouping: str) -> dict[str, Any]:
+    """A cluster as the page lists it; ``group``: its value of the page's grouping ("" when it
+    has none)."""
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
     status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
     spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
     labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
-    # as the policy reads it (policies/federation/lib.rego): a Federation v1 Cluster's
+    # as the contract reads it (contract.rego's cluster_region): a Federation v1 Cluster's
     # status.region, else a Karmada Cluster's spec.region
     region = status.get("region") if "region" in status else spec.get("region")
     region = region if isinstance(region, str) else ""
-    jurisdiction = "EU" if in_eu(region, settings["eu_region_pattern"]) else "outside the EU" if region else "no region"
-    return {"name": name, "region": region, "jurisdiction": jurisdiction,
-            "labels": {str(k): canonical_value(v) for k, v in sorted(labels.items())}}
+    provider = spec.get("provider") if isinstance(spec.get("provider"), str) else ""
+    shown = {str(k): canonical_value(v) for k, v in sorted(labels.items())}
+    group = (region if grouping == "region" else provider if grouping == "provider"
+             else shown.get(grouping[len("label:"):], ""))
+    return {"name": name, "region": region, "provider": provider, "group": group, "labels": shown}
 
 
-JURISDICTIONS = ("EU", "outside the EU", "no region")  # the page's column groups, in this order
+def cluster_entries(clusters: Mapping[str, Any], grouping: str = DEFAULT_GROUP_BY) -> list[dict[str, Any]]:
+    """The clusters (name -> object) as the page lists them, in the page's column order: by their
+    value of ``grouping`` (those without one last), then name."""
+    return sorted((_cluster_entry(n, o, grouping) for n, o in clusters.items() if isinstance(o, Mapping)),
+                  key=lambda c: (c["group"] == "", c["group"], c["name"]))
+
+
+def placed_plurals(data: Mapping[str, Any], settings: Mapping[str, Any]) -> list[str]:
+    """The replicated plurals (of ``data``, the replicated root) holding objects the policy places:
+    ``replicasets`` and those whose objects are of one of the policy's ``selector_kinds``; none on
+    Karmada (setting ``control_plane``: the bindings are placed there, not the templates)."""
+    settings = settings_of(settings)
+    if settings["control_plane"] == "karmada":
+        return []
+    kinds = set(settings["selector_kinds"])
+    out = ["replicasets"]
+    for plural, collection in sorted(data.items()):
+        if plural == "replicasets" or not isinstance(collection, Mapping):
+            continue
+        for objects in collection.values():
+            first = next(iter(objects.values()), None) if isinstance(objects, Mapping) else None
+            if isinstance(first, Mapping) and first.get("kind") in kinds:
+                out.append(plural)
+                break
+    return out
 
 
 def policy_entry(namespace: str, configmap: str, modules: int, errors: Mapping[str, Sequence[Mapping[str, Any]]],
@@ -218,8 +264,7 @@ def template_text(key: tuple[str, str, str] | None) -> str:
 
 def binding_entry(resource: str, obj: Mapping[str, Any], template: Mapping[str, Any] | None,
                   cluster_names: Iterable[str]) -> dict[str, Any]:
-    """A Karmada binding as the page lists it: its template (and the template's constraints when
-    it is replicated), the clusters the placement decision excluded (its fedplace.io/excluded-clusters;
+    """A Karmada binding as the page lists it: its template, the clusters the placement decision excluded (its fedplace.io/excluded-clusters;
     None when it has none yet), why (fedplace.io/placement), the clusters Karmada's scheduler chose
     (spec.clusters), and whether every cluster is excluded."""
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
@@ -235,7 +280,7 @@ def binding_entry(resource: str, obj: Mapping[str, Any], template: Mapping[str, 
             "name": str(meta.get("name") or ""),
             "template": ({"kind": key[0], "namespace": key[1], "name": key[2], "text": template_text(key),
                           "replicated": template is not None} if key is not None else None),
-            "constraints": constraints(template) if template is not None else None,
+            "rules": None, "requires": None,
             "excluded": excluded, "why": why if isinstance(why, str) else None, "scheduled": scheduled,
             "every_cluster_excluded": bool(names) and excluded is not None and names <= set(excluded)}
 
@@ -266,7 +311,8 @@ def build_view(clusters: Mapping[str, Mapping[str, Any]], workloads: Iterable[tu
                generated: float | None = None, bindings: Iterable[tuple[str, Mapping[str, Any]]] | None = None,
                template_of: Callable[[tuple[str, str, str]], Mapping[str, Any] | None] | None = None,
                settings: Mapping[str, Any] | None = None, policies: Sequence[Mapping[str, Any]] | None = None,
-               stuck: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+               stuck: Sequence[Mapping[str, Any]] = (), answers: Mapping[str, Mapping[str, Any]] | None = None,
+               grouping: str = DEFAULT_GROUP_BY) -> dict[str, Any]:
     """The model the page renders (see the module docstring).
 
     ``denials``: ``{"resource", "namespace", "name", "errors", "time"}`` — workloads whose
@@ -281,14 +327,32 @@ def build_view(clusters: Mapping[str, Mapping[str, Any]], workloads: Iterable[tu
     ``{"resource", "namespace", "name", "targets", "reason", "message", "time"}`` — objects
     whose current placement still uses targets the policy forbids (the remediator's record
     of the policy's ``stuck``; the message is the policy's).
-    Clusters are ordered as the page's columns: EU jurisdiction, then outside, then without a
-    region; by region, then name.
+    ``answers``: the placement rules' answers by :func:`fedplace.insight.rules.rules_key` (of
+    the workloads and the bindings' templates); the view keeps each one used once, in
+    ``rules``, and each workload and binding the index of its own (``rules``: None when it has
+    none) and its requirements in words (``requires``). ``grouping``: :func:`group_by`.
+    Clusters are ordered as the page's columns: by their value of ``grouping`` (those without
+    one last), then name.
     """
     settings = settings_of(settings)
-    cluster_list = sorted((_cluster_entry(n, o, settings) for n, o in clusters.items() if isinstance(o, Mapping)),
-                          key=lambda c: (JURISDICTIONS.index(c["jurisdiction"]), c["region"], c["name"]))
+    cluster_list = cluster_entries(clusters, grouping)
     memo: dict[Any, Any] = {"settings": settings}
-    entries = sorted((workload_entry(r, o, cluster_list, settings, memo) for r, o in workloads),
+    rules: list[Mapping[str, Any]] = []
+    index: dict[str, int] = {}  # an answer (its JSON) -> its place in rules: objects answered alike share one
+    placed: dict[int, int] = {}  # id(answer) -> its place in rules (each answer serialised once)
+
+    def attach(entry: dict[str, Any], obj: Mapping[str, Any] | None) -> dict[str, Any]:
+        answer = answers.get(rules_key(obj)) if answers is not None and obj is not None else None
+        if answer is not None:
+            at = placed.get(id(answer))
+            if at is None:
+                at = placed[id(answer)] = index.setdefault(json.dumps(answer, sort_keys=True), len(rules))
+            if at == len(rules):
+                rules.append(answer)
+            entry["rules"], entry["requires"] = at, answer.get("requires")
+        return entry
+
+    entries = sorted((attach(workload_entry(r, o, cluster_list, settings, memo), o) for r, o in workloads),
                      key=lambda w: (w["namespace"], w["name"], w["resource"]))
     denied = {(d["resource"], d["namespace"], d["name"]): d for d in denials}
     for w in entries:
@@ -307,13 +371,14 @@ def build_view(clusters: Mapping[str, Mapping[str, Any]], workloads: Iterable[tu
     binding_list = None
     if bindings is not None:
         binding_list = sorted(
-            (binding_entry(r, o, _template(template_of, o), names) for r, o in bindings),
+            (attach(binding_entry(r, o, _template(template_of, o), names), _template(template_of, o))
+             for r, o in bindings),
             key=lambda b: (not b["every_cluster_excluded"], b["namespace"], b["name"], b["resource"]))
     policy_list = (sorted((dict(p) for p in policies),
                           key=lambda p: (p["status"] == "ok", p["namespace"], p["configmap"]))
                    if policies is not None else None)
     return {"generated": iso(generated if generated is not None else time.time()), "source": source,
-            "settings": settings, "policies": policy_list,
+            "settings": settings, "group_by": grouping, "rules": rules, "policies": policy_list,
             "clusters": cluster_list, "workloads": entries, "bindings": binding_list,
             "denials": sorted(denials, key=lambda d: (d["namespace"], d["name"])),
             "stuck": sorted(stuck, key=lambda d: (d["namespace"], d["name"], d["resource"])),

@@ -1,8 +1,8 @@
 """``fedplace what-if``: what a proposed policy or cluster label change would do, before it is made.
 
     fedplace what-if --policy deploy/base/policies/policies.yaml --opa-url … [--max-moves 10]
-    fedplace what-if --cluster-label 'aws-eu-central-1:pci-compliance-level=1'
-    fedplace what-if --policy placement.rego --cluster-label 'gce-*:tier-' -o json
+    fedplace what-if --cluster-label 'cluster-7:tier=bronze'
+    fedplace what-if --policy rules.rego --cluster-label 'gce-*:tier-' -o json
 
 It copies the live OPA's state — every loaded module (bar ``package system``,
 OPA's own configuration) and the replicated data under ``--replicate-path`` —
@@ -13,7 +13,12 @@ on the copy of the clusters), evaluates again, and prints
 
 * the modules that would not compile, with OPA's compiler errors (OPA keeps
   the version it has, as it would after the sync's PUT);
-* the workloads that would move: their clusters before → after;
+* the workloads that would move: their clusters before → after, for every
+  kind placed — ReplicaSets (their replica-set-preferences), the kinds the
+  policy places through the cluster selector (its requirements matched
+  against the clusters' labels, before and after a label change) and
+  Karmada's bindings (the clusters their fedplace.io/excluded-clusters
+  leaves);
 * the workloads that would be denied (and those no longer denied);
 * other annotations the decisions would change;
 * Karmada's bindings (``--resource-bindings``, ``--cluster-resource-bindings``)
@@ -36,8 +41,12 @@ A proposed policy is given with ``--policy`` (repeatable):
   one), else a new module ``what-if/<file name>``;
 * a directory: each of its ``*.rego`` files but tests, as above.
 
-Exit status (insight/command.py): 0; 1 when more workloads would move than
-``--max-moves`` or be newly denied than ``--max-denials`` (a binding that would
+The workloads are those of ``--resources``, by default ReplicaSets and every
+replicated kind the policy places through the cluster selector (its setting
+``selector_kinds``, as the live OPA has it).
+
+Exit status (insight/command.py): 0; 1 when more workloads (bindings
+included) would move than ``--max-moves`` or be newly denied than ``--max-denials`` (a binding that would
 newly exclude every cluster counts as a denial: its workload could run
 nowhere), more bindings' exclusions would change than
 ``--max-exclusion-changes`` (counts, or shares like ``5%``; all 0 by default),
@@ -86,15 +95,20 @@ from fedplace.insight.options import (
     read_text,
     split_list,
 )
+from fedplace.insight.reasons import read_settings, settings_of
 from fedplace.insight.view import (
     EXCLUDED,
     PREFS,
+    SELECTOR,
+    SELECTOR_SOURCE,
     SOURCE,
     WHY,
-    effective_placement,
+    cluster_entries,
     excluded_of,
+    placed_plurals,
     template_key,
     template_text,
+    workload_entry,
 )
 
 __all__ = ["DESCRIPTION", "EPILOG", "LabelChange", "PolicySource", "Proposal", "Snapshot", "Threshold", "Workload",
@@ -112,8 +126,8 @@ policies and data, and no Kubernetes object is read or changed."""
 EPILOG = """\
 examples:
   fedplace what-if --policy policies.yaml --opa-url https://opa.example:8181 --opa-token-file reader.token
-  fedplace what-if --cluster-label 'aws-eu-central-1:pci-compliance-level=1'
-  fedplace what-if --policy placement.rego --cluster-label 'gce-*:tier-' -o json
+  fedplace what-if --cluster-label 'cluster-7:tier=bronze'
+  fedplace what-if --policy rules.rego --cluster-label 'gce-*:tier-' -o json
   fedplace what-if --policy policies.yaml --max-moves 2% --max-denials 0    (a CI gate)
 
 --policy takes a manifest with policy ConfigMaps (each replaces the modules of
@@ -227,7 +241,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help=f"the namespace of ConfigMaps that name none (default {DEFAULT_POLICY_NAMESPACE})")
     gate = parser.add_argument_group("thresholds (exit 1 above them)")
     gate.add_argument("--max-moves", type=Threshold.parse, default=Threshold(count=0), metavar="N|P%",
-                      help="exit 1 when more workloads would move (a count or a share; default 0)")
+                      help="exit 1 when more workloads would move — ReplicaSets, cluster-selector kinds and "
+                           "Karmada bindings alike (a count or a share; default 0)")
     gate.add_argument("--max-denials", type=Threshold.parse, default=Threshold(count=0), metavar="N|P%",
                       help="exit 1 when more workloads would be newly denied, or Karmada bindings newly "
                            "exclude every cluster (default 0)")
@@ -481,8 +496,28 @@ def _choose(args: argparse.Namespace) -> Evaluator:
 # -- comparing -----------------------------------------------------------------------------
 
 
-def _other_annotations(decision: Decision) -> dict[str, str]:
-    return {k: canonical_value(v) for k, v in decision.annotations.items() if k not in (PREFS, SOURCE)}
+PLACEMENT_ANNOTATIONS = (PREFS, SOURCE, SELECTOR, SELECTOR_SOURCE)
+
+
+def _other_annotations(decision: Decision, placement_moved: bool) -> dict[str, str]:
+    """The decision's annotations but those saying where the workload runs (the cluster selector's
+    only when the placement moved: a selector rewritten to the same clusters still shows)."""
+    skip = PLACEMENT_ANNOTATIONS if placement_moved else (PREFS, SOURCE)
+    return {k: canonical_value(v) for k, v in decision.annotations.items() if k not in skip}
+
+
+def placement_of(w: Workload, decision: Decision, clusters: Sequence[Mapping[str, Any]],
+                 settings: Mapping[str, Any], memo: dict[Any, Any]) -> list[str] | None:
+    """Where ``w`` runs once the decision's annotations are merged, read as the page reads it
+    (:func:`fedplace.insight.view.workload_entry`): a ReplicaSet's replica-set-preferences, a
+    cluster-selector kind's selector matched against ``clusters`` (page entries); None for any
+    cluster. ``memo``: kept across the workloads of one side (before or after)."""
+    meta = w.obj.get("metadata") if isinstance(w.obj.get("metadata"), dict) else {}
+    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
+    merged = {**annotations, **{k: canonical_value(v) for k, v in decision.annotations.items()}}
+    obj = {**w.obj, "metadata": {**meta, "annotations": merged}}
+    memo.setdefault("settings", settings_of(settings))
+    return workload_entry(w.resource, obj, clusters, settings, memo)["placement"]
 
 
 def _excluded(decision: Decision, clusters: Iterable[str]) -> list[str] | None:
@@ -516,8 +551,27 @@ def compare_bindings(bindings: Sequence[Workload], before: Sequence[Decision], a
     return out
 
 
-def compare(workloads: Sequence[Workload], before: Sequence[Decision], after: Sequence[Decision]) -> dict[str, Any]:
+def binding_moves(exclusions: Sequence[Mapping[str, Any]], clusters: Sequence[str]) -> list[dict[str, Any]]:
+    """Each binding whose exclusions change, as a move: the clusters Karmada may schedule it on
+    (the replicated ones its fedplace.io/excluded-clusters leaves) before → after; None while
+    not decided."""
+    def allowed(excluded: list[str] | None) -> list[str] | None:
+        return None if excluded is None else sorted(set(clusters) - set(excluded))
+
+    return [{"resource": e["resource"], "kind": e["kind"], "namespace": e["namespace"], "name": e["name"],
+             "template": e["template"], "before": allowed(e["before"]), "after": allowed(e["after"])}
+            for e in exclusions]
+
+
+def compare(workloads: Sequence[Workload], before: Sequence[Decision], after: Sequence[Decision],
+            clusters: tuple[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]] = ((), ()),
+            settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Moves, new denials, denials lifted and other annotation changes of the workloads;
+    ``clusters``: the page's cluster entries before and after the proposal (a cluster-selector
+    kind's placement is its selector matched against them); ``settings``: the placement
+    policy's (which kinds it places by the cluster selector)."""
     moves, denied, undenied, annotated = [], [], [], []
+    memos: tuple[dict[Any, Any], dict[Any, Any]] = ({}, {})
     for w, b, a in zip(workloads, before, after, strict=True):
         item = {"resource": w.resource, "kind": w.obj.get("kind"), "namespace": w.namespace, "name": w.name}
         if a.denied and not b.denied:
@@ -525,10 +579,11 @@ def compare(workloads: Sequence[Workload], before: Sequence[Decision], after: Se
         elif b.denied and not a.denied:
             undenied.append({**item, "errors_before": b.errors})
         elif not a.denied:
-            was, will = effective_placement(w.obj, b.annotations), effective_placement(w.obj, a.annotations)
+            was = placement_of(w, b, clusters[0], settings or {}, memos[0])
+            will = placement_of(w, a, clusters[1], settings or {}, memos[1])
             if was != will:
                 moves.append({**item, "before": was, "after": will})
-            old, new = _other_annotations(b), _other_annotations(a)
+            old, new = _other_annotations(b, was != will), _other_annotations(a, was != will)
             changed = {k: {"before": old.get(k), "after": new.get(k)} for k in sorted(old.keys() | new.keys())
                        if old.get(k) != new.get(k)}
             if changed:
@@ -547,12 +602,14 @@ async def evaluate(args: argparse.Namespace, err: TextIO, prog: str = PROG) -> d
         _choose(args)  # says what to install
     async with OpaClient(opa_settings(args)) as live:
         snapshot = await read_live(live, root)
+        settings = await read_settings(live)
     read = time.monotonic()
     proposal = resolve_proposal(sources, args.cluster_label, list(snapshot.modules))
     clusters = snapshot.data.get(args.clusters_resource)
     clusters = clusters if isinstance(clusters, dict) else {}
     changed_clusters, touched = apply_labels(clusters, proposal.labels)
-    workloads = workloads_of(snapshot.data, split_list(args.resources))
+    resources = split_list(args.resources) if args.resources else placed_plurals(snapshot.data, settings)
+    workloads = workloads_of(snapshot.data, resources)
     bindings = bindings_of(snapshot.data, args.resource_bindings, args.cluster_resource_bindings)
     # One list: workloads and bindings share the analysis and the evaluator's engines.
     objects = [w.obj for w in workloads] + [b.obj for b in bindings]
@@ -589,16 +646,18 @@ async def evaluate(args: argparse.Namespace, err: TextIO, prog: str = PROG) -> d
         await evaluator.close()
     phase("close")
     n = len(workloads)
-    result = compare(workloads, before[:n], after[:n])
+    result = compare(workloads, before[:n], after[:n], (cluster_entries(clusters), cluster_entries(changed_clusters)),
+                     settings)
     exclusions = compare_bindings(bindings, before[n:], after[n:], sorted(changed_clusters))
+    result["moves"] += binding_moves(exclusions, sorted(changed_clusters))
     phase("compare")
-    total = len(workloads)
+    total = len(workloads) + len(bindings)  # what --max-moves and --max-denials shares are of
     stranded = sum(1 for e in exclusions if e["every_cluster"] and not e["every_cluster_before"])
     denials = len(result["denied"]) + stranded
     over = []
     if len(result["moves"]) > args.max_moves.limit(total):
         over.append(f"{len(result['moves'])} moves > --max-moves {args.max_moves}")
-    if denials > args.max_denials.limit(total + len(bindings)):
+    if denials > args.max_denials.limit(total):
         of_them = f" ({stranded} of them bindings excluding every cluster)" if stranded else ""
         over.append(f"{denials} new denials{of_them} > --max-denials {args.max_denials}")
     if len(exclusions) > args.max_exclusion_changes.limit(len(bindings)):
@@ -612,7 +671,7 @@ async def evaluate(args: argparse.Namespace, err: TextIO, prog: str = PROG) -> d
         "compile_errors": {m: e for m, e in sorted(compile_errors.items())},
         "proposal": {"modules": proposal.described, "deleted": proposal.deletes,
                      "cluster_labels": [str(c) for c in proposal.labels], "clusters_changed": touched},
-        "summary": {"workloads": total, "bindings": len(bindings), "clusters": len(clusters),
+        "summary": {"workloads": len(workloads), "bindings": len(bindings), "clusters": len(clusters),
                     "evaluator": evaluator.name,
                     "evaluations": {"before": before_evals, "after": after_evals},
                     "skipped_modules": snapshot.skipped,

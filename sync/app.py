@@ -26,7 +26,9 @@ from fedplace.common.opa_client import OpaError
 from fedplace.common.ops_http import add_ops_routes
 from fedplace.common.policy_configmaps import CONFIGMAPS, policy_informer_settings
 from fedplace.insight import page as placement_page
+from fedplace.insight.evaluate import LiveOpa
 from fedplace.insight.reasons import read_settings
+from fedplace.insight.rules import PageRules
 from fedplace.remediator.remediator import Remediator
 from fedplace.sync import loaded, replicated_root
 from fedplace.sync.config import SyncConfig
@@ -93,8 +95,10 @@ class SyncApp:
         self._tasks: list[asyncio.Task[Any]] = []
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
-        # The placement policy's settings for the placement page (read from OPA after each policy load).
+        # The placement policy's settings for the placement page (read from OPA after each policy load),
+        # and the placement rules' answers for its workloads (kept by _placement_page).
         self.placement_settings: dict[str, Any] | None = None
+        self.page_rules = PageRules()
 
     # -- readiness -----------------------------------------------------------------
 
@@ -152,7 +156,7 @@ class SyncApp:
         if s.placement_page:
             placement_page.add_routes(app, lambda: placement_page.sync_view(self), s.placement_page_refresh,
                                       token_file=s.placement_page_token_file)
-            self._spawn(self._placement_settings(), "placement-settings")
+            self._spawn(self._placement_page(), "placement-page")
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, s.listen[0], s.listen[1])
@@ -247,28 +251,41 @@ class SyncApp:
                 remediator.trigger("policy")
             seen = generation
 
-    async def _placement_settings(self) -> None:
-        """Keep :attr:`placement_settings` (the policy's selector kinds, cluster name label, …: what
-        the placement page needs to read placements as the policy does) current: read from OPA
-        once the sync is ready and after every policy load; the last good value stays when OPA
-        cannot be asked."""
+    async def _placement_page(self) -> None:
+        """Keep what the placement page reads from OPA current, once the sync is ready:
+        :attr:`placement_settings` (the policy's selector kinds, cluster name label, …: to read
+        placements as the policy does), read after every policy load; and :attr:`page_rules`,
+        the placement rules' answer for each object the page shows — asked again for every
+        object after a policy load or a change of any replicated type the rules may read (the
+        clusters, the namespaces, …), only for the new objects when the page's own workloads
+        and templates change. When OPA cannot be asked the last values stay and it is tried
+        again after a pause."""
         await self.confirmed.wait()
         seen = self.signal.generation
+        evaluator = LiveOpa(self.opa)
+        stale_settings = True
         while True:
             try:
-                self.placement_settings = await read_settings(self.opa)
+                if stale_settings:
+                    self.placement_settings = await read_settings(self.opa)
+                    stale_settings = False
+                objects, _ = placement_page.page_objects(self)
+                await self.page_rules.refresh(evaluator, objects)
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - OPA busy or down: keep the last settings, retry
-                log.info("cannot read the placement settings for the placement page", extra={"error": str(exc)})
+            except Exception as exc:  # noqa: BLE001 - OPA busy or down: keep the last answers, retry
+                log.info("cannot ask OPA what the placement page shows", extra={"error": str(exc)})
                 await asyncio.sleep(5)
                 continue
-            while True:
-                generation = await self.signal.wait(seen)
-                policy = "policy" in self.signal.kinds_since(seen)
-                seen = generation
-                if policy:
-                    break
+            generation = await self.signal.wait(seen)
+            await asyncio.sleep(0.2)  # a burst of changes: one refresh
+            kinds = self.signal.kinds_since(seen)
+            seen = max(generation, self.signal.generation)
+            _, own = placement_page.page_objects(self)
+            if "policy" in kinds:
+                stale_settings = True
+            if any(k == "policy" or (k.startswith("data:") and k[len("data:"):] not in own) for k in kinds):
+                self.page_rules.forget()
 
     async def push_own_modules(self) -> None:
         """Load the generated modules before any policy ConfigMap: the one naming the

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from fedplace.common.kube_client import Resource
 from fedplace.common.opa_client import OpaSettings
+from fedplace.insight.view import group_by
 from fedplace.remediator.config import RemediatorSettings
 from fedplace.remediator.config import add_arguments as add_remediator_arguments
 from fedplace.remediator.config import settings_from_args as remediator_settings
@@ -51,6 +52,7 @@ class SyncConfig:
     placement_page: bool = False
     placement_page_refresh: float = 10.0
     placement_page_token_file: str | None = None
+    placement_page_group_by: str = "region"
     gc_threshold: int = GC_THRESHOLD
 
     @property
@@ -148,6 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the placement page and its model answer only requests carrying this file's token "
                         "(Authorization: Bearer, or as the password of HTTP Basic authentication; re-read when "
                         "it changes); required when --listen is not a loopback address")
+    p.add_argument("--placement-page-group-by", type=group_by, default="region", metavar="region|provider|label:KEY",
+                   help="the cluster property the placement page groups its columns by: region (default), provider, "
+                        "or a cluster label (label:KEY)")
     p.add_argument("--gc-threshold", type=_positive_int, default=GC_THRESHOLD, metavar="N",
                    help="allocations between two collections of Python's youngest garbage generation (Python's own "
                         "default: 700). Parsing a large list allocates ~100 containers per object, and the "
@@ -218,5 +223,6 @@ def parse_args(argv: list[str] | None = None) -> SyncConfig:
         placement_page=args.placement_page,
         placement_page_refresh=args.placement_page_refresh,
         placement_page_token_file=args.placement_page_token_file,
+        placement_page_group_by=args.placement_page_group_by,
         gc_threshold=args.gc_threshold,
     )

@@ -15,7 +15,7 @@ events (the list supersedes them) under the same lock the flusher writes
 under, so an old event can never land after a newer list.
 
 The RBAC binding types and the clusters also get an index beside the collection
-(:mod:`fedplace.sync.indexes`), rewritten from the informer's cache after each
+(:mod:`fedplace.common.indexes`), rewritten from the informer's cache after each
 write of the collection, before anything is told of it, and retried on its own
 when it fails.
 
@@ -44,11 +44,11 @@ from kubernetes_asyncio import client
 from prometheus_client import Counter, Gauge, Histogram
 
 from fedplace.common import jsonsafe
+from fedplace.common.indexes import index_of, index_path
 from fedplace.common.informer import CompactObjects, CompactValues, Informer, InformerSettings
 from fedplace.common.kube_client import Resource
 from fedplace.common.opa_client import OpaClient, OpaRequestError, OpaUnavailable
 from fedplace.common.secrets import LAST_APPLIED, without_secret_content
-from fedplace.sync.indexes import index_of, index_path
 from fedplace.sync.signal import ChangeSignal
 
 __all__ = ["LAST_APPLIED", "MAX_BATCH", "ReplicationHandler", "batch_ops", "collection_json", "informer_settings",
@@ -335,7 +335,7 @@ class ReplicationHandler:
         OBJECTS.labels(self._label).set(len(self._present))
 
     async def _refresh_index(self, collection: dict[str, Any] | None = None) -> None:
-        """Write the index (:mod:`fedplace.sync.indexes`) of the ``collection`` document
+        """Write the index (:mod:`fedplace.common.indexes`) of the ``collection`` document
         just written, or of the informer's cache. Never raises: a failure leaves the index stale
         for the flusher to retry, and never holds up the collection's own writes."""
         if self._index is None:

@@ -17,7 +17,7 @@ Contract of package ``io.k8s.federation.replicated`` (every function reads only
 * ``namespaced_object(plural, namespace, name)`` — one namespaced object.
 * ``cluster_object(plural, name)`` — one cluster-scoped object.
 * ``subject_index(plural)`` — the RBAC bindings of ``plural`` by subject name
-  (:mod:`fedplace.sync.subject_index`, under ``data.<root>_index``); undefined until
+  (:mod:`fedplace.common.subject_index`, under ``data.<root>_index``); undefined until
   opa-kube-sync has written it.
 
 ``policies/lib/generated/replicated_root.rego`` is this module rendered for

@@ -27,7 +27,7 @@ panel=document.getElementById("cell-reason");if(!m||!d)return;var R=JSON.parse(d
 heads=m.querySelectorAll("thead tr.names th.c");
 function why(td){if(td.title)return td.title;var tr=td.parentNode,r=tr.getAttribute("data-row");
 if(r===null||!td.classList.contains("c"))return"";var p=R.rows[+r],c=td.cellIndex-1,h=heads[c];
-if(p<0||!h)return"";return h.getAttribute("data-cluster")+" ("+(h.getAttribute("data-region")||"no region")+"): "+
+if(p<0||!h)return"";return h.getAttribute("data-cluster")+" ("+(h.getAttribute("data-group")||"no {{ matrix.group_by }}")+"): "+
 R.texts[R.patterns[p][c]]}
 var t0=m.tHead.getBoundingClientRect().top,hr=m.tHead.rows,tops=[];for(var k=0;k<hr.length;k++)
 tops.push(Math.max(0,Math.floor(hr[k].getBoundingClientRect().top-t0)-1));for(k=0;k<hr.length;k++){var ths=hr[k].cells;

@@ -20,8 +20,8 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from devstack.launch import ServerProcess
+from fedplace.common.indexes import index_path
 from fedplace.common.kube_client import Resource
-from fedplace.sync.indexes import index_path
 from tests.deploy.conftest import DEPLOY, SCRIPTS, container, expand_env, flag, run
 
 AUTHZ = DEPLOY / "base" / "opa" / "authz.rego"

@@ -51,17 +51,23 @@ async def test_explains_each_cluster_from_a_file(federation: Any, tmp_path: Path
     assert out.startswith("ReplicaSet insight-shop/vault: admitted\n")
     assert (f'{PREFS} = {{"clusters":{{"aws-eu-central-1":{{"weight":1}},"gce-europe-west1":{{"weight":1}}}},'
             '"rebalance":true}') in out
-    assert "placement: EU jurisdiction required: true, PCI compliance level >= 2: 2 of 4 clusters eligible" in out
-    assert 'requires: region EU (annotation policy.federation.alpha.kubernetes.io/eu-jurisdiction-required: "true")' \
+    assert "placement: EU jurisdiction required, PCI compliance level >= 2: 2 of 4 clusters eligible" in out
+    assert ('eu-jurisdiction: EU jurisdiction required (reads region; annotation '
+            'policy.federation.alpha.kubernetes.io/eu-jurisdiction-required: "true"; rule set eu_pci, imposed by '
+            'workload)') \
         in out
     rows = lines_of(out)
     assert list(rows) == ["aws-eu-central-1", "gce-europe-west1", "azure-westeurope", "gce-us-central1"]
     assert rows["gce-europe-west1"].startswith("✓ gce-europe-west1") and "selected" in rows["gce-europe-west1"]
-    assert rows["gce-europe-west1"].endswith("region europe-west1 ✓ EU; PCI 2 ✓ >= 2")
-    assert rows["aws-eu-central-1"].endswith("region eu-central-1 ✓ EU; PCI 3 ✓ >= 2")
+    assert "label pci-compliance-level 2 ✓ PCI compliance level >= 2" in rows["gce-europe-west1"]
+    assert "region europe-west1 ✓ EU jurisdiction required" in rows["gce-europe-west1"]
+    assert "region eu-central-1 ✓ EU jurisdiction required" in rows["aws-eu-central-1"]
     assert rows["azure-westeurope"].startswith("✗") and "selected" not in rows["azure-westeurope"]
-    assert rows["azure-westeurope"].endswith("region westeurope ✓ EU; PCI 1 ✗ >= 2")
-    assert rows["gce-us-central1"].endswith("region us-central1 ✗ EU; PCI 3 ✓ >= 2")
+    # each forbidding rule with its values: the cluster's, what it requires, its id, rule set and imposer
+    assert ("label pci-compliance-level 1 ✗ PCI compliance level >= 2 [pci-compliance-level: rule set eu_pci, "
+            "imposed by workload]") in rows["azure-westeurope"]
+    assert ("region us-central1 ✗ EU jurisdiction required [eu-jurisdiction: rule set eu_pci, imposed by workload]"
+            in rows["gce-us-central1"])
 
 
 async def test_denied_object_and_json_output(federation: Any, tmp_path: Path):
@@ -72,16 +78,15 @@ async def test_denied_object_and_json_output(federation: Any, tmp_path: Path):
     assert code == 1, err
     doc = json.loads(out)
     assert doc["object"] == {"kind": "ReplicaSet", "namespace": "insight-shop", "name": "nowhere"}
-    assert doc["decision"]["errors"] == [
-        "no cluster satisfies the placement policy (EU jurisdiction required: true, PCI compliance level >= 4)"]
+    assert len(doc["decision"]["errors"]) == 1
     placement = doc["explanation"]["placement"]
     assert not any(c["eligible"] for c in placement["clusters"].values())
     aws = placement["clusters"]["aws-eu-central-1"]["checks"]
-    assert {"requirement": "pci-compliance-level", "label": "PCI", "value": "3", "required": ">= 4",
-            "ok": False} in aws
+    assert {"requirement": "pci-compliance-level", "label": "label pci-compliance-level", "value": "3",
+            "required": "PCI compliance level >= 4", "ok": False, "imposed_by": "workload", "set": "eu_pci"} in aws
     code, out, _ = await run_command(explain, ["-f", str(obj), *federation.flags()])
     assert code == 0 and "DENIED" in out.splitlines()[0]
-    assert "error: no cluster satisfies the placement policy" in out
+    assert f"error: {doc['decision']['errors'][0]}" in out
 
 
 async def test_reads_the_object_from_the_api_server(federation: Any, kube: Any, kube_api: Any, kube_namespace: str):
@@ -93,7 +98,7 @@ async def test_reads_the_object_from_the_api_server(federation: Any, kube: Any, 
     assert out.startswith(f"ReplicaSet {kube_namespace}/payments: admitted")
     rows = lines_of(out)
     assert rows["aws-eu-central-1"].startswith("✓") and "selected" in rows["aws-eu-central-1"]
-    assert rows["gce-europe-west1"].endswith("region europe-west1 ✓ EU; PCI 2 ✗ >= 3")
+    assert "label pci-compliance-level 2 ✗ PCI compliance level >= 3 [pci-compliance-level: " in rows["gce-europe-west1"]
     code, _, err = await run_command(explain, ["replicaset/absent", "-n", kube_namespace,
                                                "--kubeconfig", str(kube.kubeconfig), *federation.flags()])
     assert code == 2 and "cannot read replicaset/absent" in err
@@ -150,21 +155,21 @@ async def test_explains_a_binding_read_from_the_api_server(karmada: Any, kube: A
     assert out.startswith(f"ResourceBinding {kube_namespace}/vault-deployment: admitted\n")
     assert f'{EXCLUDED} = {{"allExcept":["eu-1"]}}' in out  # the allowed clusters are fewer
     assert "  patch: add /spec/placement/clusterAffinity/exclude = [\"zz-user\",\"eu-2\",\"us-1\"]" in out
-    assert (f"karmada: Deployment {kube_namespace}/vault: EU jurisdiction required: true, PCI compliance level >= 2: "
+    assert (f"karmada: Deployment {kube_namespace}/vault: EU jurisdiction required, PCI compliance level >= 2: "
             "1 of 3 clusters allowed, 2 excluded (eu-2, us-1); the decision adds 2 exclusion(s)") in out
-    assert ('  requires: region EU (template annotation policy.federation.alpha.kubernetes.io/'
-            'eu-jurisdiction-required: "true"); PCI >= 2') in out
+    assert "  requires: " in out and "eu-jurisdiction: EU jurisdiction required (reads region; " in out
     assert ("  excluded clusters: the binding has (none) (fedplace.io/excluded-clusters); "
             "the decision gives eu-2, us-1") in out
     assert ("  exclude list clusterAffinity: zz-user → zz-user, eu-2, us-1   "
             "(+eu-2 +us-1; policy: eu-2, us-1; the binding's own: zz-user)") in out
     rows = karmada_rows(out)
     assert list(rows) == ["eu-1", "eu-2", "us-1"]  # allowed first
-    assert rows["eu-1"].startswith("✓ eu-1") and rows["eu-1"].endswith("region eu-west-1 ✓ EU; PCI 3 ✓ >= 2")
+    assert rows["eu-1"].startswith("✓ eu-1") and "region eu-west-1 ✓ EU jurisdiction required" in rows["eu-1"]
     assert rows["eu-2"].startswith("✗ eu-2  excluded: the decision adds it")
-    assert rows["eu-2"].endswith("region europe-west4 ✓ EU; PCI 1 ✗ >= 2")
+    assert ("label pci-compliance-level 1 ✗ PCI compliance level >= 2 [pci-compliance-level: rule set eu_pci, "
+            "imposed by workload]") in rows["eu-2"]
     assert "excluded: the decision adds it, scheduled" in rows["us-1"]
-    assert rows["us-1"].endswith("region us-east-1 ✗ EU; PCI 3 ✓ >= 2")
+    assert "region us-east-1 ✗ EU jurisdiction required [eu-jurisdiction: rule set eu_pci" in rows["us-1"]
     assert "\nplacement:" not in out, "the Federation v1 pack stands down for a binding"
 
     # Narrowed as the webhook would: every exclusion is the binding's now, nothing to add.
@@ -217,18 +222,17 @@ async def test_a_template_on_karmada(karmada: Any, tmp_path: Path):
     code, out, err = await run_command(explain, ["-f", str(f), *karmada.flags()])
     assert code == 0, err
     assert out.startswith(f"Deployment {NS}/api: admitted\n")
-    assert ("karmada: EU jurisdiction required: true, PCI compliance level >= 2: 1 of 3 clusters allowed; "
+    assert ("karmada: EU jurisdiction required, PCI compliance level >= 2: 1 of 3 clusters allowed; "
             "its bindings exclude the others") in out
     rows = karmada_rows(out)
     assert rows["eu-1"].startswith("✓") and rows["eu-2"].startswith("✗") and rows["us-1"].startswith("✗")
-    assert rows["eu-2"].endswith("region europe-west4 ✓ EU; PCI 1 ✗ >= 2")
+    assert "label pci-compliance-level 1 ✗ PCI compliance level >= 2 [pci-compliance-level: " in rows["eu-2"]
     assert "\nplacement:" not in out
     f.write_text(yaml.safe_dump(template("api", {EU: "true", PCI: "4"})))
     code, out, err = await run_command(explain, ["-f", str(f), "--fail-on-denial", *karmada.flags()])
     assert code == 1, err
     assert out.startswith(f"Deployment {NS}/api: DENIED\n")
-    assert "  error: no cluster satisfies the placement policy (EU jurisdiction required: true, " \
-           "PCI compliance level >= 4)" in out
+    assert "  error: " in out and "PCI compliance level >= 4" in out
     assert "no cluster satisfies them (0 of 3): the template is denied" in out
 
 

@@ -33,7 +33,9 @@ from devstack.karmada import CLUSTERS as KARMADA_CLUSTERS_RES
 from devstack.karmada import RESOURCE_BINDINGS, install_crds
 from devstack.scratch import install_crd, unique_name
 from fedplace.common.kube_client import KubeApiError, Resource, kube_json
-from fedplace.insight import page, report
+from fedplace.common.opa_client import OpaClient
+from fedplace.insight import page, report, rules
+from fedplace.insight.evaluate import LiveOpa
 from fedplace.insight.reasons import (
     DEFAULT_SETTINGS,
     Rule,
@@ -42,7 +44,7 @@ from fedplace.insight.reasons import (
     requirement_matches,
     selector_words,
 )
-from fedplace.insight.view import CONSTRAINT_PREFIX, SELECTOR, SELECTOR_SOURCE, build_view, policy_entry, workload_entry
+from fedplace.insight.view import SELECTOR, SELECTOR_SOURCE, build_view, policy_entry, workload_entry
 from fedplace.sync.app import SyncApp
 from fedplace.sync.config import parse_args
 from tests.insight.conftest import (
@@ -87,15 +89,14 @@ class Row:
 
 
 class Matrix(HTMLParser):
-    """The placement matrix as a browser's DOM holds it: cluster columns (and their jurisdiction
-    and region groups), per row its workloads, the clusters marked and each cell's reason, and
-    the workloads-per-cluster bar."""
+    """The placement matrix as a browser's DOM holds it: cluster columns (and their groups: the
+    cluster property the page groups by), per row its workloads, the clusters marked and each
+    cell's reason, and the workloads-per-cluster bar."""
 
     def __init__(self) -> None:
         super().__init__()
         self.columns: list[str] = []
-        self.regions: list[tuple[str, int]] = []  # (region header, colspan)
-        self.jurisdictions: list[tuple[str, int]] = []
+        self.groups: list[tuple[str, int]] = []  # (group header, colspan)
         self.rows: list[Row] = []
         self.bars: dict[str, int] = {}
         self._in = False
@@ -111,8 +112,8 @@ class Matrix(HTMLParser):
         if not self._in:
             return
         classes = (a.get("class") or "").split()
-        if tag == "th" and ("j" in classes or "rg" in classes):
-            self._head = (self.jurisdictions if "j" in classes else self.regions, int(a.get("colspan") or 1))
+        if tag == "th" and "rg" in classes:
+            self._head = (self.groups, int(a.get("colspan") or 1))
             self._text = []
         elif tag == "th" and "c" in classes:
             self.columns.append(a.get("data-cluster") or "")
@@ -173,11 +174,28 @@ def matrix_of(html: str) -> Matrix:
 # -- the page on its own -------------------------------------------------------------------
 
 
-def small_view() -> dict[str, Any]:
-    clusters = {"eu-1": cluster("eu-1", "europe-west1", "2"), "us-1": cluster("us-1", "us-east1", "<b>3</b>")}
+async def answers_from(client: OpaClient, clusters: dict[str, Any], objects: list[dict[str, Any]]
+                       ) -> dict[str, Any]:
+    """The placement rules' answers for ``objects`` with ``clusters`` replicated, asked of OPA
+    (the shipped policies) as the page asks them."""
+    await client.put_data(["kubernetes", "clusters"], clusters)
+    live = LiveOpa(client)
+    try:
+        return await rules.ask(live, objects, await live.parse())
+    finally:
+        await live.close()
+
+
+SMALL_CLUSTERS = {"eu-1": cluster("eu-1", "europe-west1", "2"), "us-1": cluster("us-1", "us-east1", "<b>3</b>")}
+
+
+def small_workloads() -> list[tuple[str, dict[str, Any]]]:
     placed = rs("a", {EU: "true", PREFS: json.dumps({"clusters": {"eu-1": {"weight": 1}}})})
-    loose = rs("b", {})
-    return build_view(clusters, [("replicasets", placed), ("replicasets", loose)], source="test",
+    return [("replicasets", placed), ("replicasets", rs("b", {}))]
+
+
+def small_view(answers: dict[str, Any]) -> dict[str, Any]:
+    return build_view(SMALL_CLUSTERS, small_workloads(), source="test", answers=answers,
                       denials=[{"resource": "replicasets", "namespace": "insight-shop", "name": "a",
                                 "errors": ["no <cluster>"], "time": "2026-01-02T03:04:05Z"}],
                       remediations=[{"time": "2026-01-02T03:04:00Z", "resource": "replicasets",
@@ -186,18 +204,23 @@ def small_view() -> dict[str, Any]:
                                      "old": {PREFS: '{"clusters":{"us-1":{"weight":1}}}'}}])
 
 
-def test_render_matrix_tables_and_escaping():
-    html = page.render(small_view(), refresh=5, now=1767323050.0)
+async def test_render_matrix_tables_and_escaping(federation: Any):
+    answers = await answers_from(federation.client, SMALL_CLUSTERS, [o for _, o in small_workloads()])
+    html = page.render(small_view(answers), refresh=5, now=1767323050.0)
     m = matrix_of(html)
     assert m.columns == ["eu-1", "us-1"]
     assert m.placement() == {"insight-shop/a": ["eu-1"], "insight-shop/b": "any"}
     assert "<b>3</b>" not in html and "pci-compliance-level=&lt;b&gt;3&lt;/b&gt;" in html
-    hostile = build_view({"c": cluster("c", "</script><!--", "1")},
-                         [("replicasets", rs("x", {CONSTRAINT_PREFIX + "t": "</script><!--", EU: "true"}))], source="t")
+    hostile_clusters = {"c": cluster("c", "</script><!--", "1")}
+    hostile_rs = rs("x", {"team": "</script><!--", EU: "true"})
+    hostile = build_view(hostile_clusters, [("replicasets", hostile_rs)], source="t",
+                         answers=await answers_from(federation.client, hostile_clusters, [hostile_rs]))
     hostile_html = page.render(hostile)
     assert "</script><!--" not in hostile_html.split('id="workloads-data">')[1].split("</script>")[0]
     reasons = hostile_html.split('id="matrix-reasons">')[1].split("</script>")[0]
-    assert "<!--" not in reasons and "region </script><!-- ✗ EU" in json.loads(reasons)["texts"][0]
+    assert "<!--" not in reasons
+    assert "eu-jurisdiction ✗ EU jurisdiction required (the cluster has </script><!--; rule set eu_pci, imposed by " \
+        "workload)" in json.loads(reasons)["texts"][0]
     assert "no &lt;cluster&gt;" in html and "denied now" in html
     assert "1: us-1 → 1: eu-1" in html and "(5 s ago)" in html  # the remediation, with its time
     assert '<meta http-equiv="refresh" content="5">' in html
@@ -208,8 +231,7 @@ def test_render_matrix_tables_and_escaping():
 
 def test_large_views_cap_the_matrix_rows():
     clusters = {f"c{i}": cluster(f"c{i}", "europe-west1", "1") for i in range(5)}
-    workloads = [("replicasets", rs(f"w{i}", {PREFS: json.dumps({"clusters": {f"c{i % 5}": {}}}),
-                                              CONSTRAINT_PREFIX + "team": str(i)}))
+    workloads = [("replicasets", rs(f"w{i}", {PREFS: json.dumps({"clusters": {f"c{i % 5}": {}, f"gone-{i}": {}}})}))
                  for i in range(page.MAX_GROUPS + 20)]
     html = page.render(build_view(clusters, workloads, source="test"))
     assert len(matrix_of(html).rows) == page.MAX_GROUPS
@@ -219,7 +241,9 @@ def test_large_views_cap_the_matrix_rows():
     assert table.count("<tr>") == page.ROWS_INLINE + 1  # and the header
     data = html.split('<script type="application/json" id="workloads-data">')[1].split("</script>")[0]
     rows = json.loads(data)
-    assert len(rows) == page.MAX_GROUPS + 20 and rows[0][0] == "insight-shop/w0" and rows[0][3] == "1: c0"
+    assert len(rows) == page.MAX_GROUPS + 20 and rows[0][0] == "insight-shop/w0" and rows[0][3] == "2: c0, gone-0"
+    # no answer from the placement rules yet: said so, never shown as allowed
+    assert rows[0][2] == "no placement rule answer yet"
 
 
 def named(name: str, region: str, pci: str, label: bool = True, **labels: str) -> dict[str, Any]:
@@ -248,9 +272,9 @@ def selector(*requirements: tuple[str, str, list[str]]) -> str:
     return json.dumps([{"key": k, "operator": op, **({"values": v} if v else {})} for k, op, v in requirements])
 
 
-def kinds_view() -> dict[str, Any]:
+def kinds_world() -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
     """ReplicaSets, a Deployment and Secrets placed by the policy (a
-    Deployment and a Secret whose cluster-selector admits two clusters)."""
+    Deployment and a Secret whose cluster-selector admits two clusters), and the clusters."""
     clusters = {"eu-1": named("eu-1", "europe-west1", "3"), "eu-2": named("eu-2", "eu-west-1", "1", tier="gold"),
                 "eu-3": named("eu-3", "westeurope", "3", label=False), "us-1": named("us-1", "us-east1", "3"),
                 "lab": named("lab", "", "3")}
@@ -267,8 +291,18 @@ def kinds_view() -> dict[str, Any]:
         ("deployments", obj("Deployment", "plain", {})),
         ("deployments", obj("Deployment", "fresh", {PCI: "3"})),  # not placed yet: runs anywhere
     ]
-    old = selector((NAME_LABEL, "In", ["eu-1"]))
-    return build_view(clusters, workloads, source="test", remediations=[
+    return clusters, workloads
+
+
+async def kinds_answers(federation: Any) -> dict[str, Any]:
+    clusters, workloads = kinds_world()
+    return await answers_from(federation.client, clusters, [o for _, o in workloads])
+
+
+def kinds_view(answers: dict[str, Any] | None = None) -> dict[str, Any]:
+    clusters, workloads = kinds_world()
+    old, two = selector((NAME_LABEL, "In", ["eu-1"])), selector((NAME_LABEL, "In", ["eu-1", "eu-2"]))
+    return build_view(clusters, workloads, source="test", answers=answers, remediations=[
         {"time": "2026-01-02T03:04:00Z", "resource": "deployments", "namespace": NS, "name": "storefront",
          "outcome": "patched", "changes": {SELECTOR: two, SELECTOR_SOURCE: "policy"}, "old": {SELECTOR: old}}],
         policies=[policy_entry("pol", "fedplace-federation", 3, {}),
@@ -277,8 +311,8 @@ def kinds_view() -> dict[str, Any]:
                        "location": {"file": "pol/broken/b.rego", "row": 3, "col": 5}}]})])
 
 
-def test_every_kind_shows_where_the_policy_placed_it():
-    view = kinds_view()
+async def test_every_kind_shows_where_the_policy_placed_it(federation: Any):
+    view = kinds_view(await kinds_answers(federation))
     w = {x["name"]: x for x in view["workloads"]}
     # the finding: a Deployment and a Secret whose cluster-selector admits two clusters are placed there
     assert w["storefront"]["placement"] == w["card-keys"]["placement"] == ["eu-1", "eu-2"]
@@ -290,10 +324,9 @@ def test_every_kind_shows_where_the_policy_placed_it():
     assert w["plain"]["placement"] is None and w["payments"]["via"] == "replica-set-preferences"
     html = page.render(view, now=1767323050.0)
     m = matrix_of(html)
-    # columns by jurisdiction (EU, outside, no region), then region, then name
-    assert m.columns == ["eu-2", "eu-1", "eu-3", "us-1", "lab"]
-    assert m.jurisdictions == [("EU", 3), ("outside the EU", 1), ("no region", 1)]
-    assert m.regions == [("eu-west-1", 1), ("europe-west1", 1), ("westeurope", 1), ("us-east1", 1), ("—", 1)]
+    # columns grouped by region (the default; those without one last), then by name
+    assert m.columns == ["eu-2", "eu-1", "us-1", "eu-3", "lab"]
+    assert m.groups == [("eu-west-1", 1), ("europe-west1", 1), ("us-east1", 1), ("westeurope", 1), ("—", 1)]
     got = m.placement()
     assert got[f"{NS}/storefront"] == got[f"{NS}/card-keys"] == ["eu-1", "eu-2"]
     assert got[f"{NS}/gold-keys"] == ["eu-2"] and got[f"{NS}/payments"] == ["eu-1"]
@@ -305,18 +338,23 @@ def test_every_kind_shows_where_the_policy_placed_it():
     # a Deployment and a Secret placed alike share a row; a ReplicaSet's row is its own (no name label)
     assert m.row_of(f"{NS}/storefront") is m.row_of(f"{NS}/card-keys")
     assert m.row_of(f"{NS}/storefront").kinds == ["Deployment", "Secret"]
-    assert "Deployment, Secret · eu-jurisdiction-required=true · <b>2</b>" in html
+    assert "Deployment, Secret · EU jurisdiction required · <b>2</b>" in html
     assert m.row_of(f"{NS}/storefront").allowed == []  # eu-3: EU but not selectable
     assert m.row_of(f"{NS}/gold-keys").allowed == ["eu-1", "us-1", "lab"]  # the developer's tier excludes them
     assert "any cluster (no cluster-selector)" in html and "any cluster (no replica-set-preferences)" in html
     # the workloads-per-cluster bar: explicit placements (the "any" ones counted apart)
-    assert m.bars == {"eu-2": 3, "eu-1": 3, "eu-3": 0, "us-1": 0, "lab": 0}
+    assert m.bars == {"eu-2": 3, "eu-1": 3, "us-1": 0, "eu-3": 0, "lab": 0}
     assert "(and 3 on any cluster)" in html  # blog, plain, fresh (broken's selector is unreadable)
-    # the legend: every mark, and the regions of each jurisdiction
+    # the legend: every mark, and the grouping
     legend = html.split('<ul id="legend">')[1].split("</ul>")[0]
-    for words in ("runs there, and the policy allows it", "does not allow it now", "allows it, not used",
-                  "EU jurisdiction", "eu-west-1, europe-west1, westeurope", "outside the EU: us-east1"):
+    for words in ("runs there, and the placement rules allow it", "do not allow it now", "allow it, not used",
+                  "clusters grouped by region"):
         assert words in legend, words
+    # another grouping: a label, those without it last
+    by_tier = page.render(build_view(*kinds_world(), source="t", grouping="label:tier"))
+    m = matrix_of(by_tier)
+    assert m.columns == ["eu-2", "eu-1", "eu-3", "lab", "us-1"] and m.groups == [("gold", 1), ("—", 4)]
+    assert "clusters grouped by label tier" in by_tier
 
 
 def cell_reasons(view: dict[str, Any]) -> dict[tuple[str, str], str]:
@@ -335,23 +373,32 @@ def cell_reasons(view: dict[str, Any]) -> dict[tuple[str, str], str]:
     return out
 
 
-def test_each_cell_says_why():
-    reasons = cell_reasons(kinds_view())
-    assert reasons[(f"{NS}/storefront", "eu-1")] == "runs here — region europe-west1 ✓ EU; fedplace.io/cluster-name ✓"
+async def test_each_cell_says_why(federation: Any):
+    view = kinds_view(await kinds_answers(federation))
+    reasons = cell_reasons(view)
+    assert reasons[(f"{NS}/storefront", "eu-1")] == (
+        "runs here — placement rules ✓ (EU jurisdiction required); fedplace.io/cluster-name ✓")
     assert reasons[(f"{NS}/storefront", "eu-3")] == (
-        "not allowed — region westeurope ✓ EU; fedplace.io/cluster-name missing ✗ (the policy cannot select this "
-        "cluster)")
-    assert reasons[(f"{NS}/storefront", "us-1")].startswith("not allowed — region us-east1 ✗ EU")
+        "not allowed — placement rules ✓ (EU jurisdiction required); fedplace.io/cluster-name missing ✗ (the "
+        "policy cannot select this cluster)")
+    # each rule forbidding the cluster: its requirement id, what it requires, the cluster's value, rule set, imposer
+    assert reasons[(f"{NS}/storefront", "us-1")] == (
+        "not allowed — eu-jurisdiction ✗ EU jurisdiction required (the cluster has us-east1; rule set eu_pci, "
+        "imposed by workload); fedplace.io/cluster-name ✓")
     assert reasons[(f"{NS}/gold-keys", "eu-1")] == (
-        "allowed by the policy, not chosen by the developer — PCI 3 ✓ ≥ 1; fedplace.io/cluster-name ✓; "
-        "the developer's selector: tier is gold ✗")
-    assert reasons[(f"{NS}/gold-keys", "eu-2")].startswith("runs here — PCI 1 ✓ ≥ 1")
+        "allowed by the policy, not chosen by the developer — placement rules ✓ (PCI compliance level >= 1); "
+        "fedplace.io/cluster-name ✓; the developer's selector: tier is gold ✗")
+    assert reasons[(f"{NS}/gold-keys", "eu-2")].startswith("runs here — placement rules ✓")
     assert reasons[(f"{NS}/fresh", "eu-2")].startswith("runs here, but the policy does not allow it now")
+    assert "pci-compliance-level ✗ PCI compliance level >= 3 (the cluster has 1;" in reasons[(f"{NS}/fresh", "eu-2")]
     assert reasons[(f"{NS}/fresh", "eu-2")].endswith("(no cluster-selector: any cluster)")
     assert reasons[(f"{NS}/payments", "eu-3")].startswith("allowed, not used")  # a ReplicaSet needs no name label
-    assert "PCI 1 ✗ ≥ 2" in reasons[(f"{NS}/payments", "eu-2")]
+    assert "pci-compliance-level ✗ PCI compliance level >= 2 (the cluster has 1;" in reasons[(f"{NS}/payments", "eu-2")]
+    # the region-less cluster: no value
+    assert "eu-jurisdiction ✗ EU jurisdiction required (the cluster has none;" in reasons[(f"{NS}/payments", "lab")]
     # small matrices: every cell's reason is its tooltip once loaded (the script); large ones on hover
-    assert "<=%d" not in page.render(kinds_view()) and f"<={page.EAGER_REASON_CELLS}" in page.render(kinds_view())
+    html = page.render(view)
+    assert "<=%d" not in html and f"<={page.EAGER_REASON_CELLS}" in html
 
 
 def test_policy_failures_come_first_and_selector_remediations_in_words():
@@ -402,9 +449,10 @@ def test_the_cluster_selector_as_the_policy_reads_it():
 
 
 async def test_the_cells_agree_with_the_policys_explanation(federation: Any):
-    """Each cell's checks are the explanation's (data.io.k8s.federation.explain.packs.placement), and
-    the clusters a decision's annotation places an object on are the explanation's selected ones:
-    for ReplicaSets and the cluster-selector kinds, every cluster."""
+    """Each cell agrees with the explanation (data.io.k8s.federation.explain.packs.placement): the
+    cluster allowed when it is eligible, the placement rules it fails the explanation's failed
+    ones; and the clusters a decision's annotation places an object on are the explanation's
+    selected ones: for ReplicaSets and the cluster-selector kinds, every cluster."""
     client = federation.client
     clusters = {"gce-europe-west1": named("gce-europe-west1", "europe-west1", "2", tier="gold"),
                 "aws-eu-central-1": named("aws-eu-central-1", "eu-central-1", "3"),
@@ -441,8 +489,11 @@ async def test_the_cells_agree_with_the_policys_explanation(federation: Any):
         packs = await client.query("io/k8s/federation/explain/packs", admitted)
         explained = packs["placement"]["clusters"]
         entry = workload_entry("x", admitted, entries, settings)
+        [answer] = (await answers_from(client, clusters, [admitted])).values()
+        answers = [answer]
+        entry["rules"] = 0
         rule = Rule.of(entry, settings)
-        assert rule.constrained, o["metadata"]["name"]
+        assert rule.constrained(answers), o["metadata"]["name"]
         if decision.get("errors"):
             denied += 1
         else:
@@ -453,16 +504,20 @@ async def test_the_cells_agree_with_the_policys_explanation(federation: Any):
             # is placed on too. The page shows it, in red: the policy does not allow it.
             for extra in placed - selected:
                 assert o["kind"] != "ReplicaSet" and extra == "impostor", (o["kind"], o["metadata"]["name"], extra)
-                state, why = rule.cell(next(c for c in entries if c["name"] == extra), True, False, settings)
+                state, why = rule.cell(next(c for c in entries if c["name"] == extra), True, False, settings, answers)
                 assert state == "forbidden" and "fedplace.io/cluster-name names gce-us-central1 ✗" in why
                 impostors += 1
         for c in entries:
-            allowed, chosen, checks = rule.checks(c, settings)
+            allowed, chosen, checks = rule.checks(c, settings, answers)
             want = explained[c["name"]]
             where = (o["kind"], o["metadata"]["name"], c["name"])
-            assert allowed == want["eligible"], where
-            policy_checks = checks[:-1] if rule.developer_clusters is not None else checks
-            assert [ok for ok, _ in policy_checks] == [x["ok"] for x in want["checks"]], where
+            failed = sorted(x["requirement"] for x in want["checks"] if not x["ok"] and x.get("set"))
+            assert sorted(r["id"] for r in answer["forbidden"].get(c["name"], [])) == failed, where
+            if answer["errors"]:  # malformed: the page says so in every cell, and allows none
+                assert not allowed and checks[0][1].startswith("its placement request is malformed: "), where
+            else:
+                assert allowed == want["eligible"], where
+                assert all(any(text.startswith(f"{r} ✗") for ok, text in checks if not ok) for r in failed), where
             if "requested" in want:
                 assert chosen == want["requested"], where
             compared += 1
@@ -511,7 +566,7 @@ async def placed(kube: Any, kube_api: Any, opa: Any, kube_namespaces: Any) -> As
     for name, (region, pci, label) in names.items():
         await kube_json(api, "POST", CLUSTERS_PATH, body=named(name, region, pci, label))
     for doc in [*yaml.safe_load_all(MANIFEST.read_text()), BROKEN_POLICY]:
-        if doc["metadata"]["name"] in ("fedplace-federation", "fedplace-lib", "team-broken"):
+        if doc["metadata"]["name"] in ("fedplace-federation", "fedplace-lib", "fedplace-rules-eu-pci", "team-broken"):
             doc["metadata"]["namespace"] = policy_ns
             await kube_json(api, "POST", f"/api/v1/namespaces/{policy_ns}/configmaps", body=doc)
     for name, ann in (("payments", {EU: "true", PCI: "2"}), ("ledger", {PCI: "3"}), ("web", {EU: "true"}),
@@ -586,6 +641,13 @@ async def remediated_view(placed: dict[str, Any], svc: SyncApp, headers: dict[st
                                       and placement(v).get("card-keys") == [f"us-c-{suffix}"]
                                       and [d["name"] for d in v["denials"]] == ["payments"]),
                      20, "ledger and card-keys re-placed, payments unsatisfiable")
+
+    def answered(v: dict[str, Any]) -> bool:
+        """The placement rules' answers asked again after the downgrade: eu-a forbidden to payments."""
+        entry = next(w for w in v["workloads"] if w["name"] == "payments")
+        return entry["rules"] is not None and f"eu-a-{suffix}" in v["rules"][entry["rules"]]["forbidden"]
+
+    await eventually(lambda: view_has(answered), 20, "the placement rules' answers after the downgrade")
     _, text = await get(base + "/placement.json", headers)
     return json.loads(text)
 
@@ -594,15 +656,15 @@ async def test_served_by_the_sync_with_remediations_and_denials(placed: dict[str
     svc = await placed["start"](*REMEDIATE_ALL, "--placement-page", "--placement-page-refresh", "2")
     suffix, ns = placed["suffix"], placed["ns"]
     view = await remediated_view(placed, svc)
-    # columns: EU jurisdiction first, by region; then the others
-    assert [(c["name"], c["jurisdiction"]) for c in view["clusters"]] == [
-        (f"eu-b-{suffix}", "EU"), (f"eu-a-{suffix}", "EU"), (f"eu-d-{suffix}", "EU"),
-        (f"us-c-{suffix}", "outside the EU")]
+    # columns: by region (the default grouping)
+    assert [(c["name"], c["group"]) for c in view["clusters"]] == [
+        (f"eu-b-{suffix}", "eu-west-1"), (f"eu-a-{suffix}", "europe-west1"), (f"us-c-{suffix}", "us-east1"),
+        (f"eu-d-{suffix}", "westeurope")]
+    assert view["group_by"] == "region"
     assert view["clusters"][1]["labels"] == {NAME_LABEL: f"eu-a-{suffix}", "pci-compliance-level": "1"}
     assert view["settings"]["from"] == "OPA" and view["settings"]["cluster_name_label"] == NAME_LABEL
     [payments] = view["denials"]
-    assert payments["errors"] == ["no cluster satisfies the placement policy (EU jurisdiction required: true, "
-                                  "PCI compliance level >= 2)"]
+    assert len(payments["errors"]) == 1 and "PCI compliance level >= 2" in payments["errors"][0]
     assert payments["time"].endswith("Z")
     moves = {r["name"]: (r["before"], r["after"]) for r in view["remediations"] if r["before"] is not None}
     assert moves["ledger"] == ([f"eu-a-{suffix}", f"us-c-{suffix}"], [f"us-c-{suffix}"])
@@ -619,7 +681,11 @@ async def test_served_by_the_sync_with_remediations_and_denials(placed: dict[str
         placed["policy_ns"], "team-broken", 1)
     assert broken["errors"][0]["code"] == "rego_parse_error"
     assert broken["errors"][0]["module"] == f"{placed['policy_ns']}/team-broken/broken.rego"
-    assert {p["configmap"] for p in view["policies"] if p["status"] == "ok"} == {"fedplace-federation", "fedplace-lib"}
+    assert {p["configmap"] for p in view["policies"] if p["status"] == "ok"} == {
+        "fedplace-federation", "fedplace-lib", "fedplace-rules-eu-pci"}
+    # what the placement rules require, from their answers
+    requires = {w["name"]: w["requires"] for w in view["workloads"]}
+    assert requires["payments"] == "EU jurisdiction required, PCI compliance level >= 2" and requires["blog"] == ""
     assert not any("data" in w for w in view["workloads"])  # nothing of a Secret's content
     status, html = await get(f"http://127.0.0.1:{svc.port}/placement")
     assert status == 200 and "refreshes every 2 s" in html and "c2VjcmV0" not in html
@@ -683,6 +749,16 @@ async def test_the_page_needs_its_token_and_the_rest_stays_open(placed: dict[str
     token.write_text("rotated-token-with-another-size")
     assert (await get(base + "/placement.json", {"Authorization": "Bearer s3cret-token"}))[0] == 401
     assert (await get(base + "/placement.json", {"Authorization": "Bearer rotated-token-with-another-size"}))[0] == 200
+
+
+def test_the_grouping_flag():
+    base = ["--replicate", "apps/v1/replicasets", "--placement-page"]
+    assert parse_args(base).placement_page_group_by == "region"
+    assert parse_args([*base, "--placement-page-group-by", "provider"]).placement_page_group_by == "provider"
+    assert parse_args([*base, "--placement-page-group-by", "label: tier"]).placement_page_group_by == "label:tier"
+    for bad in ("zone", "label:", "tier"):
+        with pytest.raises(SystemExit):
+            parse_args([*base, "--placement-page-group-by", bad])
 
 
 def test_the_token_flag():
@@ -938,9 +1014,8 @@ async def test_rendered_in_headless_chromium(placed: dict[str, Any], tmp_path: P
         assert await chrome.open(url) == 200 and chrome.prompts == 2
         dom = await chrome.dom()
         m = matrix_of(dom)
-        assert m.columns == [c["name"] for c in view["clusters"]] == [b, a, d, us]
-        assert m.jurisdictions == [("EU", 3), ("outside the EU", 1)]
-        assert m.regions == [("eu-west-1", 1), ("europe-west1", 1), ("westeurope", 1), ("us-east1", 1)]
+        assert m.columns == [c["name"] for c in view["clusters"]] == [b, a, us, d]
+        assert m.groups == [("eu-west-1", 1), ("europe-west1", 1), ("us-east1", 1), ("westeurope", 1)]
         got = m.placement()
         # ReplicaSets: replica-set-preferences
         assert got[f"{ns}/ledger"] == [us] and got[f"{ns}/blog"] == "any" and got[f"{ns}/web"] == [a, b, d]
@@ -957,17 +1032,19 @@ async def test_rendered_in_headless_chromium(placed: dict[str, Any], tmp_path: P
         assert f"cluster selector: cluster {us}" in dom
         # every cell's reason is its tooltip (a small matrix: set when loaded)
         assert all(len(r.titles) == len(m.columns) for r in m.rows if not r.anywhere)
-        assert storefront.titles[d] == (f"{d} (westeurope): not allowed — region westeurope ✓ EU; "
-                                        f"{NAME_LABEL} missing ✗ (the policy cannot select this cluster)")
-        assert storefront.titles[a].startswith(f"{a} (europe-west1): runs here — region europe-west1 ✓ EU")
-        assert keys.titles[a] == f"{a} (europe-west1): not allowed — PCI 1 ✗ ≥ 2; {NAME_LABEL} ✓"
+        assert storefront.titles[d] == (f"{d} (westeurope): not allowed — placement rules ✓ (EU jurisdiction "
+                                        f"required); {NAME_LABEL} missing ✗ (the policy cannot select this cluster)")
+        assert storefront.titles[a].startswith(f"{a} (europe-west1): runs here — placement rules ✓")
+        assert keys.titles[a] == (f"{a} (europe-west1): not allowed — pci-compliance-level ✗ PCI compliance level "
+                                  f">= 2 (the cluster has 1; rule set eu_pci, imposed by workload); {NAME_LABEL} ✓")
         assert payments.titles[a].startswith(f"{a} (europe-west1): runs here, but the policy does not allow it "
                                              "now (its decision denies now: left where it was)")
-        assert m.row_of(f"{ns}/ledger").titles[d].endswith("PCI 1 ✗ ≥ 3")
+        assert "pci-compliance-level ✗ PCI compliance level >= 3 (the cluster has 1;" in m.row_of(
+            f"{ns}/ledger").titles[d]
         # the workloads-per-cluster bar (blog runs on any cluster: counted apart)
         assert m.bars == {b: 2, a: 3, d: 1, us: 2} and "(and 1 on any cluster)" in dom
         # the legend, and the policy failures at the top
-        assert 'id="legend"' in dom and "outside the EU: us-east1" in dom
+        assert 'id="legend"' in dom and "clusters grouped by region" in dom
         failing = dom.split('<section id="policies" class="failing">')[1].split("</section>")[0]
         assert f'data-configmap="{placed["policy_ns"]}/team-broken"' in failing
         assert "rego_parse_error" in failing and "broken.rego" in failing
@@ -986,7 +1063,7 @@ async def test_rendered_in_headless_chromium(placed: dict[str, Any], tmp_path: P
         # hovering a cell shows its reason above the matrix
         await chrome.hover(f'#matrix tr[data-workloads="{ns}/storefront"] td:nth-child({m.columns.index(d) + 2})')
         reason = await chrome.evaluate("document.getElementById('cell-reason').textContent")
-        assert reason == f"Deployment · eu-jurisdiction-required=true · 1 — {storefront.titles[d]}"
+        assert reason == f"Deployment · EU jurisdiction required · 1 — {storefront.titles[d]}"
         await chrome.screenshot(artifacts / "placement-hover.png", full=False)
         # a program sends the token as a bearer token
         fresh = await Browser.start(binary, tmp_path)
@@ -1005,10 +1082,11 @@ async def test_large_matrices_give_reasons_on_hover_in_chromium(tmp_path: Path, 
     binary = browser()
     clusters = {f"c{i:03d}": named(f"c{i:03d}", "europe-west1" if i % 2 else "us-east1", str(i % 4))
                 for i in range(120)}
-    workloads = [("replicasets", rs(f"w{i:03d}", {
-        PCI: str(i % 4), CONSTRAINT_PREFIX + "team": str(i),
-        PREFS: json.dumps({"clusters": {f"c{j:03d}": {} for j in range(i % 7, 120, 3)}})})) for i in range(200)]
-    view = build_view(clusters, workloads, source="test")
+    # each its own placement (a row each): a cluster per bit of its number, and every third one
+    workloads = [("replicasets", rs(f"w{i:03d}", {PCI: str(i % 4), PREFS: json.dumps({"clusters": {
+        f"c{j:03d}": {} for j in [*(b for b in range(8) if i >> b & 1), *range(10, 120, 3)]}})}))
+        for i in range(200)]
+    view = build_view(clusters, workloads, source="test")  # not answered: every cell says so
     html = tmp_path / "large.html"
     html.write_text(page.render(view))
     chrome = await Browser.start(binary, tmp_path)
@@ -1019,7 +1097,7 @@ async def test_large_matrices_give_reasons_on_hover_in_chromium(tmp_path: Path, 
         assert all(not r.titles for r in m.rows)
         await chrome.hover('#matrix tr[data-row="5"] td:nth-child(3)')
         title = await chrome.evaluate("document.querySelector('#matrix tr[data-row=\"5\"] td:nth-child(3)').title")
-        assert title.startswith(f"{m.columns[1]} (") and "PCI" in title
+        assert title.startswith(f"{m.columns[1]} (") and "the placement rules have not been asked" in title
         assert await chrome.evaluate("document.getElementById('cell-reason').textContent.indexOf(" + json.dumps(title)
                                      + ")") > 0
         await chrome.screenshot(artifacts / "large-hover.png", full=False)
@@ -1093,7 +1171,7 @@ def test_render_karmada_bindings():
                                        f"{NS}/blog-deployment", f"{NS}/web-deployment"]
     assert [r[0] for r in rows] == ["stranded", "stranded", "", "", ""]
     gone, vault, gate, blog, web = (r[1] for r in rows)
-    assert vault[2:] == [f"Deployment {NS}/vault", "eu-jurisdiction-required=true, pci-compliance-level=2",
+    assert vault[2:] == [f"Deployment {NS}/vault", "no placement rule answer yet",
                          "every cluster — 3: eu-1, eu-2, us-1", "—", "no cluster satisfies <the> policy",
                          "every cluster excluded"]
     assert gone[2] == f"Deployment {NS}/gone (not replicated)" and gone[3] == "—"
@@ -1134,7 +1212,8 @@ async def karmada_placed(kube: Any, kube_api: Any, opa: Any, kube_namespaces: An
                             body=karmada_cluster(name, region, pci))
             created.append(name)
         for doc in yaml.safe_load_all(MANIFEST.read_text()):
-            if doc["metadata"]["name"] in ("fedplace-federation", "fedplace-lib", "fedplace-karmada"):
+            if doc["metadata"]["name"] in ("fedplace-federation", "fedplace-lib", "fedplace-rules-eu-pci",
+                                           "fedplace-karmada"):
                 doc["metadata"]["namespace"] = policy_ns
                 await kube_json(api, "POST", f"/api/v1/namespaces/{policy_ns}/configmaps", body=doc)
         for name, ann in KARMADA_TEMPLATES.items():
@@ -1191,7 +1270,8 @@ async def karmada_remediated(k: dict[str, Any]) -> dict[str, Any]:
 
     async def downgraded() -> bool:
         v = await view()
-        return c["eu-a"] in (excluded(v, "vault") or []) and c["eu-a"] in (excluded(v, "ledger") or [])
+        return (c["eu-a"] in (excluded(v, "vault") or []) and c["eu-a"] in (excluded(v, "ledger") or [])
+                and all(b["requires"] is not None for b in v["bindings"] or []))  # the templates answered
 
     await eventually(downgraded, 20, "the bindings re-decided after the downgrade")
     return await view()
@@ -1209,12 +1289,10 @@ async def test_karmada_bindings_served_by_the_sync_and_reported(karmada_placed: 
     assert vault["every_cluster_excluded"] is True and set(c.values()) <= set(vault["excluded"])
     assert vault["template"] == {"kind": "Deployment", "namespace": ns, "name": "vault",
                                  "text": f"Deployment {ns}/vault", "replicated": True}
-    assert vault["constraints"] == {"eu-jurisdiction-required": "true", "pci-compliance-level": "2"}
-    assert vault["why"].startswith("no cluster satisfies the placement policy (EU jurisdiction required: true, "
-                                   "PCI compliance level >= 2)")
+    assert vault["requires"] == "EU jurisdiction required, PCI compliance level >= 2"  # its template's
+    assert "PCI compliance level >= 2" in vault["why"]
     assert ledger["every_cluster_excluded"] is False and c["us-c"] not in ledger["excluded"]
-    assert ledger["why"].startswith("clusters excluded by the placement policy (EU jurisdiction required: false, "
-                                    "PCI compliance level >= 3)")
+    assert ledger["requires"] == "PCI compliance level >= 3" and "PCI compliance level >= 3" in ledger["why"]
     assert blog["excluded"] == [] and blog["every_cluster_excluded"] is False
     assert {x["name"]: x["region"] for x in view["clusters"] if x["name"] in c.values()} == {
         c["eu-a"]: "eu-west-1", c["eu-b"]: "europe-west4", c["us-c"]: "us-east-1"}

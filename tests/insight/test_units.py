@@ -136,3 +136,18 @@ def test_excluded_of_reads_either_form():
     assert excluded_of('{"allExcept":"a"}', ["a"]) is None
     assert excluded_of("not json", ["a"]) is None
     assert excluded_of(None, ["a"]) is None
+
+
+def test_insight_does_not_import_the_sync():
+    """Packages depend one way: the sync may use insight's page, insight never the sync's modules
+    (what both need lives in fedplace.common)."""
+    import ast
+
+    root = Path(__file__).resolve().parents[2] / "insight"
+    found = []
+    for path in sorted(root.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            found += [f"{path.name}: {n}" for n in names if n == "fedplace.sync" or n.startswith("fedplace.sync.")]
+    assert found == []

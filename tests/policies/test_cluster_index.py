@@ -1,7 +1,7 @@
 """The cluster index changes no decision.
 
 opa-kube-sync keeps the clusters grouped by label value and region beside the
-mirror (``data.kubernetes_index.clusters``, sync/cluster_index.py); the
+mirror (``data.kubernetes_index.clusters``, common/cluster_index.py); the
 placement rules read it when it is there and every cluster when it is not
 (policies/federation/lib.rego). Seeded random clusters and admission inputs
 (tests/policies/cases.py, plus Karmada-style regions in ``spec``) are decided
@@ -29,7 +29,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from fedplace.sync.cluster_index import cluster_index
+from fedplace.common.cluster_index import cluster_index
 from tests.policies import cases
 from tests.policies.differential import EngineSide, Outcome
 from tests.policies.suite import data_ref, modules, opa_engine

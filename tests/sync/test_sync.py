@@ -21,15 +21,15 @@ import aiohttp
 import pytest
 
 from devstack.federation import CLUSTER_CRD
+from fedplace.common.cluster_index import cluster_index
 from fedplace.common.kube_client import KubeApiError, Resource, kube_json
 from fedplace.common.opa_client import OpaRequestError
+from fedplace.common.subject_index import subject_index
 from fedplace.sync import loaded, replicated_root
 from fedplace.sync.app import SyncApp
-from fedplace.sync.cluster_index import cluster_index
 from fedplace.sync.config import parse_args
 from fedplace.sync.policy_status import STATUS_ANNOTATION
 from fedplace.sync.replicate import LAST_APPLIED, layout
-from fedplace.sync.subject_index import subject_index
 from tests.fixtures.kube import ScratchNamespaces
 from tests.metrics import metric, metric_total
 
@@ -465,7 +465,7 @@ async def test_custom_resource_cluster_scoped(kube, kube_api, opa, start_sync):
     async def index_follows() -> bool:
         return await opa_data(opa, "kubernetes_index", "clusters") == cluster_index(await api_view(api, CLUSTERS))
 
-    # Beside the mirror, the clusters by label value and region (sync/cluster_index.py).
+    # Beside the mirror, the clusters by label value and region (common/cluster_index.py).
     await eventually(index_follows, what="the cluster index")
     assert await opa_data(opa, "kubernetes_index", "clusters", "regions") == {"europe-west1": {"eu-1": True},
                                                                              "us-east1": {"us-1": True}}

@@ -1,11 +1,11 @@
-"""sync.cluster_index: the clusters by label value and region, the document opa-kube-sync writes beside the mirror."""
+"""common.cluster_index: the clusters by label value and region, the document opa-kube-sync writes beside the mirror."""
 
 from __future__ import annotations
 
+from fedplace.common.cluster_index import LAYOUT, cluster_index, indexed, region
+from fedplace.common.indexes import index_of, index_path, indexes_of
 from fedplace.common.kube_client import Resource
-from fedplace.sync.cluster_index import LAYOUT, cluster_index, indexed, region
-from fedplace.sync.indexes import index_of, index_path, indexes_of
-from fedplace.sync.subject_index import subject_index
+from fedplace.common.subject_index import subject_index
 
 FEDERATION = Resource("federation.fedplace.io", "v1beta1", "clusters", False)
 KARMADA = Resource("cluster.karmada.io", "v1alpha1", "clusters", False)

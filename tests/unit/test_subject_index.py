@@ -1,13 +1,13 @@
-"""sync.subject_index: RBAC bindings by subject name, the document opa-kube-sync writes beside the mirror."""
+"""common.subject_index: RBAC bindings by subject name, the document opa-kube-sync writes beside the mirror."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from fedplace.common.indexes import index_path
 from fedplace.common.kube_client import Resource
-from fedplace.sync.indexes import index_path
+from fedplace.common.subject_index import indexed, subject_index
 from fedplace.sync.replicate import layout
-from fedplace.sync.subject_index import indexed, subject_index
 
 CRB = Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings", False)
 RB = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", True)

@@ -33,7 +33,7 @@ document of its own, derived from the mirror and never part of it, at
 
 It is a cluster-scoped type whose plural is ``clusters`` (the federation's
 ``clusters.federation.fedplace.io``, Karmada's ``clusters.cluster.karmada.io``) that
-gets the index. Like the subject index (:mod:`fedplace.sync.subject_index`) it
+gets the index. Like the subject index (:mod:`fedplace.common.subject_index`) it
 is written after the collection it derives from and before the remediator is
 told of the change, so for a few milliseconds an admission may see the clusters
 of a moment before.

@@ -6,8 +6,8 @@ the informer's cache after each write of their collection and before anything
 is told of the change, at ``data.<root>_index.<plural>`` (``data.<root>``
 stays an exact mirror):
 
-* the RBAC bindings, by subject name (:mod:`fedplace.sync.subject_index`);
-* the clusters, by label value and region (:mod:`fedplace.sync.cluster_index`).
+* the RBAC bindings, by subject name (:mod:`fedplace.common.subject_index`);
+* the clusters, by label value and region (:mod:`fedplace.common.cluster_index`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from __future__ import annotations
 from functools import partial
 from typing import Any, Callable, Mapping
 
+from fedplace.common import cluster_index, subject_index
 from fedplace.common.kube_client import Resource
-from fedplace.sync import cluster_index, subject_index
 
 __all__ = ["Index", "index_of", "index_path", "indexes_of"]
 
