@@ -67,6 +67,7 @@ from typing import Any, Iterable, Mapping, Sequence, TextIO
 
 from fedplace.common.annotations import canonical_value
 from fedplace.common.opa_client import OpaClient
+from fedplace.common.rules_contract import source_problems
 from fedplace.insight.command import UsageError, guarded, warn
 from fedplace.insight.evaluate import (
     BindingsEvaluator,
@@ -344,7 +345,17 @@ def load_policies(policies: Sequence[str], policy_namespace: str = DEFAULT_POLIC
             if not found:
                 raise UsageError(f"--policy {spec}: no ConfigMap in it (and not a .rego file or a directory)")
             out += found
+    problems = source_problems(pair for source in out for pair in _named_sources(source))
+    if problems:
+        raise UsageError("--policy breaks the placement-rules contract (docs/policies.md): " + "; ".join(problems))
     return out
+
+
+def _named_sources(source: PolicySource) -> list[tuple[str, str]]:
+    """(where, Rego source) of each module of one proposed policy, for messages."""
+    if source.modules is not None:
+        return [(f"{source.origin} ({source.prefix}{key})", raw) for key, raw in source.modules.items()]
+    return [(str(source.path or source.origin), source.source)]
 
 
 def resolve_proposal(sources: Sequence[PolicySource], labels: Sequence[LabelChange],

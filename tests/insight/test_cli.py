@@ -521,3 +521,18 @@ def test_clean_on_a_closed_pipe(small: Any, tmp_path: Path):
         err = proc.stderr.read().decode()
         assert proc.wait(timeout=60) == 0, err
         assert err == "", err
+
+
+async def test_what_if_names_a_rule_set_breaking_the_contract_before_asking_any_server(tmp_path: Path):
+    """No server is given: the proposed rule set is refused from its text, with file and line."""
+    odd = tmp_path / "gpu.rego"
+    odd.write_text("package fedplace.rules.gpu\n\n# the rule\nrequire := {\"id\": \"gpu\"}\n")
+    code, out, err = await fedplace("what-if", "--policy", str(odd))
+    assert code == 2 and out == ""
+    one_error(err, f"{odd}:4: require must be a partial set rule")
+    manifest = tmp_path / "rules.yaml"
+    manifest.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: rules-gpu, namespace: policy}\n"
+                        "data:\n  gpu.rego: |\n    package fedplace.rules\n\n    require contains 1 if true\n")
+    code, out, err = await fedplace("what-if", "--policy", str(manifest))
+    assert code == 2 and out == ""
+    one_error(err, f"{manifest} (policy/rules-gpu/gpu.rego):1: package fedplace.rules holds no rule set")
