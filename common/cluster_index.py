@@ -1,7 +1,7 @@
 """Clusters grouped by the properties placement policies test, kept beside the mirror.
 
-A placement decision asks "which clusters have PCI level >= 2 in an EU
-region": read cluster by cluster, every decision costs time linear in the
+A placement decision asks, for instance, "which clusters in a region matching
+a pattern have a label's value >= 2": read cluster by cluster, every decision costs time linear in the
 number of clusters (10 ms at 1,000 on a real OPA). OPA keeps no state between
 queries, so opa-kube-sync keeps the clusters grouped by property value as a
 document of its own, derived from the mirror and never part of it, at
@@ -20,8 +20,8 @@ document of its own, derived from the mirror and never part of it, at
   Federation v1 Cluster's ``status.region``, else a Karmada Cluster's
   ``spec.region`` — when it is a string. A cluster whose ``status`` has a
   ``region`` that is not a string has no region (its ``spec`` is not read).
-* ``region_labels``: ``labels`` for each region's clusters alone, so that "PCI
-  level >= 2 in an EU region" is a union of groups that hold exactly the
+* ``region_labels``: ``labels`` for each region's clusters alone, so that "a
+  label's value >= 2 in a region matching a pattern" is a union of groups that hold exactly the
   answer, with no intersection of two large sets (an intersection costs OPA
   time in the number of clusters on each side, the union only in the answer).
 * ``named_by``: the clusters whose label ``key`` is their own name (how a
