@@ -27,7 +27,7 @@ clusters := {
 	"status-not-a-string": {"metadata": {"name": "status-not-a-string", "labels": {"pci-compliance-level": "4"}}, "status": {"region": false}, "spec": {"region": "eu-west-1"}},
 }
 
-# The index as opa-kube-sync writes it (sync/cluster_index.py), built here from the clusters.
+# The index as opa-kube-sync writes it (common/cluster_index.py), built here from the clusters.
 region_of(c) := r if {
 	r := object.get(c, ["status", "region"], object.get(c, ["spec", "region"], null))
 	is_string(r)

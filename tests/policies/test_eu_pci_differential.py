@@ -43,7 +43,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from fedplace.sync.cluster_index import cluster_index
+from fedplace.common.cluster_index import cluster_index
 from tests.policies import eu_pci_cases
 from tests.policies.differential import EngineSide
 from tests.policies.suite import modules
