@@ -146,16 +146,16 @@ karmada_requirements_text := t if {
 
 # -- requirements and checks (the rule sets', contract.rego) ---------------------------------
 
-# placement_explain.rego's rules, read with the subject as input (rules of
-# another ConfigMap: undefined, never a compile error, until it is loaded).
+# placement_explain.rego's rules, read with the subject as input by their data
+# path (rules of another ConfigMap: undefined, never a compile error, until it is loaded).
 karmada_requirements := r if {
 	karmada_asks
-	r := placement_requirements with input as karmada_subject
+	r := data.io.k8s.federation.explain.placement_requirements with input as karmada_subject
 } else := []
 
 karmada_cluster_checks := c if {
 	karmada_asks
-	c := placement_rule_checks_by_cluster with input as karmada_subject
+	c := data.io.k8s.federation.explain.placement_rule_checks_by_cluster with input as karmada_subject
 } else := {}
 
 karmada_checks(name) := object.get(karmada_cluster_checks, name, [])
