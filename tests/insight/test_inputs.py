@@ -100,11 +100,14 @@ def test_shipped_policies_read_little_of_a_replicaset():
     found = analyse(asts, DECISION)
     annotations = {("metadata", "annotations", key) for key in (cases.EU_KEY, cases.PCI_KEY, cases.PREFS_KEY,
                                                                cases.SOURCE_KEY, *SELECTOR_KEYS)}
+    # The placement rule sets read an object's annotations (the whole map: policies/rules-*) and its
+    # namespace (the tenancy and residency sets read the Namespace object).
     assert found.paths("ReplicaSet") == {("apiVersion",), ("kind",), ("metadata", "namespace"),
-                                          ("spec", "template", "spec"), *annotations}
+                                          ("metadata", "annotations"), ("spec", "template", "spec"), *annotations}
     # ConfigMaps are placed through the cluster selector (policies/federation/selector.rego): the
     # constraint and selector annotations, not the replica-set-preferences ones.
     assert found.paths("ConfigMap") == {("apiVersion",), ("kind",), ("metadata", "namespace"),
+                                        ("metadata", "annotations"),
                                         *{("metadata", "annotations", key)
                                           for key in (cases.EU_KEY, cases.PCI_KEY, *SELECTOR_KEYS)}}
 
@@ -206,13 +209,14 @@ async def test_idle_packs_read_nothing():
     annotations = {("metadata", "annotations", key) for key in (cases.EU_KEY, cases.PCI_KEY, cases.PREFS_KEY,
                                                                cases.SOURCE_KEY, *SELECTOR_KEYS)}
     idle, reads = await analysed({"clusters": {}})
-    assert idle.paths("ReplicaSet") == {("kind",), *annotations}
+    assert idle.paths("ReplicaSet") == {("kind",), ("metadata", "namespace"), ("metadata", "annotations"),
+                                        *annotations}
     assert ("kubernetes", "clusters") in reads and ("kubernetes",) not in reads
     assert ("kubernetes", "replicasets") not in reads
     busy, reads = await analysed({"clusters": {}, "limitranges": {"shop": {"limits": limitrange("shop")}},
                                   **schedulingpolicies()})
-    assert busy.paths("ReplicaSet") == {("kind",), ("metadata", "namespace"), ("spec", "template", "spec"),
-                                        *annotations}
+    assert busy.paths("ReplicaSet") == {("kind",), ("metadata", "namespace"), ("metadata", "annotations"),
+                                        ("spec", "template", "spec"), *annotations}
 
 
 async def test_what_if_decides_with_the_indexes_the_sync_would_keep():

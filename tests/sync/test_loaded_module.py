@@ -21,7 +21,8 @@ def engine(package: str = loaded.DEFAULT_PACKAGE) -> OpaEngine:
     e = OpaEngine()
     e.add_policy(replicated_root.POLICY_ID, replicated_root.render())
     e.add_policy(loaded.POLICY_ID, loaded.render(package))
-    for rel in ("federation/admission.rego", "federation/lib.rego", "federation/placement.rego",
+    for rel in ("federation/admission.rego", "federation/contract.rego", "federation/lib.rego",
+                "federation/placement.rego", "rules-eu-pci/eu_pci.rego",
                 "federation/selector.rego", "limitrange/admission.rego", "limitrange/quantity.rego",
                 "limitrange/ranger.rego", "lib/podspec.rego"):
         e.add_policy(rel, (POLICIES / rel).read_text())

@@ -23,7 +23,8 @@ def engine_for(root: str) -> OpaEngine:
     """OPA's engine holding the shipped placement policy, the remediation library and ``render(root)``."""
     engine = OpaEngine()
     engine.add_policy(replicated_root.POLICY_ID, replicated_root.render(root))
-    for rel in ("federation/placement.rego", "federation/lib.rego", "lib/remediation.rego"):
+    for rel in ("federation/contract.rego", "federation/placement.rego", "federation/lib.rego",
+                "rules-eu-pci/eu_pci.rego", "lib/remediation.rego"):
         engine.add_policy(rel, (POLICIES / rel).read_text())
     return engine
 

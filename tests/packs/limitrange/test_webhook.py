@@ -138,9 +138,11 @@ PREFS = "federation.kubernetes.io/replica-set-preferences"
 
 
 async def _compose(webhook: Stack, pack_loaded_first: bool) -> None:
-    federation = {n: (harness.ROOT / "policies" / n).read_text() for n in ("federation/lib.rego",
+    federation = {n: (harness.ROOT / "policies" / n).read_text() for n in ("federation/contract.rego",
+                                                                          "federation/lib.rego",
                                                                           "federation/placement.rego",
-                                                                          "federation/admission.rego")}
+                                                                          "federation/admission.rego",
+                                                                          "rules-eu-pci/eu_pci.rego")}
     others = {**federation, "other/scheduling.rego": SCHEDULING_STAND_IN}
     if pack_loaded_first:
         await load_modules(webhook.opa_client, others)

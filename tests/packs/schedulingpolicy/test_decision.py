@@ -421,7 +421,8 @@ async def test_rbac_not_replicated_is_a_denial_naming_the_flags(pack: Pack) -> N
 
 # -- composition with the placement pack -----------------------------------------------------
 
-PLACEMENT = {f"federation/{p.name}": p.read_text() for p in sorted((ROOT / "policies/federation").glob("*.rego"))
+PLACEMENT = {f"{p.parent.name}/{p.name}": p.read_text()
+             for p in [*sorted((ROOT / "policies/federation").glob("*.rego")), ROOT / "policies/rules-eu-pci/eu_pci.rego"]
              if not p.name.endswith("_test.rego")}
 CLUSTERS = {"eu": {"metadata": {"name": "eu"}, "status": {"region": "europe-west1"}},
             "us": {"metadata": {"name": "us"}, "status": {"region": "us-east1"}}}

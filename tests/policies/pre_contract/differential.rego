@@ -9,7 +9,8 @@
 # answers, per set and per object, in order, {"new": <view>, "old": <view>}: a
 # view is the decision's {"annotations", "errors", "patches"} and the clusters
 # the object may use, {"eligible", "karmada_eligible"} ("<undefined>" when the
-# policies leave it undefined), evaluated once with the object as input and the
+# policies leave it undefined, "<asks nothing>" / "<errors>" for a binding whose
+# template asks for no placement or is malformed: then no decision reads them), evaluated once with the object as input and the
 # set's documents as data (`with`: nothing is written to the store, so the
 # server never recompiles between sets).
 package fedplace_test.eu_pci_differential
@@ -42,7 +43,13 @@ new_eligible := x if {
 	x := data.io.k8s.federation.placement.eligible_clusters
 } else := "<undefined>"
 
-new_karmada_eligible := x if {
+# A binding's allowed clusters, compared when its template asks for placement
+# (otherwise no decision reads them, and the contract does not compute them).
+new_karmada_eligible := "<asks nothing>" if {
+	not data.io.k8s.federation.karmada.asks
+} else := "<errors>" if {
+	count(data.io.k8s.federation.karmada.requirement_errors) > 0
+} else := x if {
 	x := data.io.k8s.federation.karmada.eligible
 } else := "<undefined>"
 
@@ -60,6 +67,10 @@ old_eligible := x if {
 	x := data.pre_contract.io.k8s.federation.placement.eligible_clusters
 } else := "<undefined>"
 
-old_karmada_eligible := x if {
+old_karmada_eligible := "<asks nothing>" if {
+	not data.pre_contract.io.k8s.federation.karmada.asks
+} else := "<errors>" if {
+	count(data.pre_contract.io.k8s.federation.karmada.requirement_errors) > 0
+} else := x if {
 	x := data.pre_contract.io.k8s.federation.karmada.eligible
 } else := "<undefined>"
