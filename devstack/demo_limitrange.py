@@ -103,5 +103,11 @@ async def limitrange_steps(api: client.ApiClient, engine: Any, first: int, *, sa
         say(f"   {line}" if line else "")
     doc = await limits.report(settings, NS, ["replicasets"])
     older = {w["name"] for w in doc["workloads"] if w["defaults"]}
-    check({"web-eu", "payments", "ledger", "blog"} <= older,
+    # The ReplicaSets whose pod template still has no resources: created before the LimitRange
+    # and not written since (a remediation patch after it, on a slow machine, is an UPDATE the
+    # pack defaults, as it should).
+    listed = await kube_json(api, "GET", rs_path)
+    bare = {rs["metadata"]["name"] for rs in listed["items"]
+            if not any(c.get("resources") for c in rs["spec"]["template"]["spec"]["containers"])}
+    check(bool(bare) and bare <= older and {"web-eu", "blog"} <= bare,
           "ReplicaSets created before the LimitRange are shown with the defaults they would get")
