@@ -383,11 +383,14 @@ async def demo_steps(api: client.ApiClient, work: Path, logs: Path, engine: Serv
     engine.start()
     t0 = time.monotonic()
 
-    async def restored() -> bool:  # every module back (the sync loads them one by one), and the data
+    async def restored() -> bool:
+        """Every module back (the sync loads them one by one), the data, and the sync's record of a
+        complete load (until it is written the webhook fails closed: docs/admission.md)."""
         opa = await opa_get(engine, "/v1/data/kubernetes/clusters")
         pol = await opa_get(engine, "/v1/policies")
+        record = await opa_get(engine, "/v1/data/fedplace_sync/loaded")
         return isinstance(opa.get("result"), dict) and len(opa["result"]) == len(CLUSTERS) \
-            and len(pol.get("result") or []) >= modules
+            and len(pol.get("result") or []) >= modules and bool(record.get("result"))
 
     await eventually(restored, 60, "OPA's data and policies to be restored")
     say(f"   data and policies restored {time.monotonic() - t0:.2f}s after OPA came back")
