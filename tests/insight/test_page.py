@@ -643,9 +643,11 @@ async def remediated_view(placed: dict[str, Any], svc: SyncApp, headers: dict[st
                      20, "ledger and card-keys re-placed, payments unsatisfiable")
 
     def answered(v: dict[str, Any]) -> bool:
-        """The placement rules' answers asked again after the downgrade: eu-a forbidden to payments."""
+        """The placement rules' answers asked again after the downgrade (eu-a forbidden to payments),
+        and every workload answered (on a slow machine some answers come a refresh later)."""
         entry = next(w for w in v["workloads"] if w["name"] == "payments")
-        return entry["rules"] is not None and f"eu-a-{suffix}" in v["rules"][entry["rules"]]["forbidden"]
+        return entry["rules"] is not None and f"eu-a-{suffix}" in v["rules"][entry["rules"]]["forbidden"] \
+            and all(w["rules"] is not None for w in v["workloads"])
 
     await eventually(lambda: view_has(answered), 20, "the placement rules' answers after the downgrade")
     _, text = await get(base + "/placement.json", headers)
