@@ -20,7 +20,7 @@ from tests.fixtures.karmada import Karmada
 from tests.fixtures.kube import ScratchNamespaces
 from tests.fixtures.stack import Stack, eventually, webhook_stack
 from tests.karmada.helpers import policy
-from tests.packs.karmada.helpers import SETTINGS, SYNC_FLAGS, WEBHOOK_RULES, deployment, excluded
+from tests.packs.karmada.helpers import SETTINGS, SYNC_FLAGS, WEBHOOK_RULES, deployment, excluded, replicated
 from tests.rule_sets.helpers import component_configmap, load
 
 pytestmark = pytest.mark.karmada  # whichever Karmada the session has (also in make test-karmada-real)
@@ -60,6 +60,8 @@ async def test_a_tenants_template_is_bound_to_its_clusters(karmada: Karmada, opa
     other = await karmada.add_cluster("other", region="eu-west-1", labels={"tenants.fedplace.io/globex": "true"})
     await kube_json(api, "PATCH", f"/api/v1/namespaces/{ns}", content_type=MERGE,
                     body={"metadata": {"labels": {TENANT: "acme"}}})
+    for name in karmada.clusters.values():
+        await eventually(lambda name=name: replicated(opa, f"clusters/{name}"), what=f"Cluster {name} replicated")
     await eventually(lambda: tenant_replicated(opa, ns, "acme"), what="the Namespace's tenant replicated")
 
     await kube_json(api, "POST", f"/apis/apps/v1/namespaces/{ns}/deployments", body=deployment("web", {}, replicas=4))
