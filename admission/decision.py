@@ -13,6 +13,10 @@ situation                             decision                            outcom
 DELETE or CONNECT                     allow, unchanged, OPA not asked     allowed
 no policy ConfigMaps                  allow, unchanged, OPA not asked     fail_open
 OPA failed after retries              deny 403, Event                     fail_closed
+the policy failed evaluating (a       deny 403 naming module:row, Event   fail_closed
+builtin error, a conflict; asked      on the object and a Warning
+with strict builtin errors)           ``PolicyEvaluationError`` on each
+                                      policy ConfigMap located
 result undefined                      deny 403 "no policy decision"       fail_closed
 policy set still loading              deny 403 "policies are loading      fail_closed
 (:mod:`fedplace.admission.loading`)   into OPA ...", Event
@@ -77,6 +81,7 @@ __all__ = [
 
 REASON_DENIED = "PlacementDenied"
 REASON_ENGINE = "PolicyEngineUnavailable"
+REASON_EVALUATION = "PolicyEvaluationError"
 UNCHECKED_OPERATIONS = frozenset({"DELETE", "CONNECT"})
 RESULT_KEYS = ("errors", "annotations", "patch", "patches", "events")
 RATCHET_PREEXISTING = "preexisting_errors"
@@ -156,6 +161,21 @@ def loading(reason: str) -> Decision:
     """Fail closed: OPA's policy set is not complete yet (cause ``loading``, ``reason`` from
     :func:`fedplace.admission.loading.check_loaded`), whatever the partial decision says."""
     return _fail_closed("loading", reason)
+
+
+def failing_configmaps(outcome: OpaOutcome | None, namespace: str, names: list[str]) -> list[str]:
+    """The policy ConfigMaps (names in ``namespace``, among ``names``) holding the modules an
+    evaluation error was located in; module ids are ``<namespace>/<configmap>/<key>`` as
+    opa-kube-sync loads them (other modules name no ConfigMap)."""
+    if outcome is None or outcome.error_kind != "evaluation":
+        return []
+    known, out = set(names), []
+    for module in outcome.modules:
+        ns, _, rest = module.partition("/")
+        name = rest.partition("/")[0]
+        if ns == namespace and name in known and name not in out:
+            out.append(name)
+    return out
 
 
 def _error_text(err: Any) -> str:

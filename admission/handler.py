@@ -26,12 +26,21 @@ from aiohttp import http_exceptions, web
 
 from fedplace.admission import metrics
 from fedplace.admission.config import AdmissionConfig
-from fedplace.admission.decision import Decision, OpaOutcome, decide, loading, needs_old_query, needs_query
+from fedplace.admission.decision import (
+    REASON_EVALUATION,
+    Decision,
+    OpaOutcome,
+    decide,
+    failing_configmaps,
+    loading,
+    needs_old_query,
+    needs_query,
+)
 from fedplace.admission.listener import timing_middleware
 from fedplace.admission.loading import check_loaded
 from fedplace.admission.query import query_decision
 from fedplace.admission.review import AdmissionRequest, BadReview, parse_review, review_response
-from fedplace.common.events import EventRecorder, involved_object
+from fedplace.common.events import EventRecorder, InvolvedObject, involved_object
 from fedplace.common.jsonsafe import dumps
 from fedplace.common.opa_client import OpaClient
 from fedplace.common.ops_http import add_ops_routes
@@ -191,6 +200,7 @@ class MutateHandler:
         decision = loading(still_loading) if still_loading else decide(review, policies_exist, outcome, old_outcome)
         elapsed = time.monotonic() - started
         self._record_event(review, decision)
+        self._report_failing_policies(review, outcome, old_outcome)
         answer = json_answer(review_response(
             review, allowed=decision.allowed, patch=decision.patch, code=decision.code, message=decision.message,
             warnings=list(decision.warnings),
@@ -236,6 +246,20 @@ class MutateHandler:
             fields["reason"] = decision.message
         level = logging.WARNING if decision.outcome == "fail_closed" else logging.INFO
         log.log(level, "admission decision", extra=fields)
+
+    def _report_failing_policies(self, review: AdmissionRequest, *outcomes: OpaOutcome | None) -> None:
+        """A Warning ``PolicyEvaluationError`` on each policy ConfigMap whose module failed to
+        evaluate (OPA located the error there), naming the object and OPA's error."""
+        if self.recorder is None:
+            return
+        for outcome in outcomes:
+            for name in failing_configmaps(outcome, self.policies.namespace, self.policies.names()):
+                assert outcome is not None and outcome.error is not None
+                ref = InvolvedObject(api_version="v1", kind="ConfigMap", name=name,
+                                     namespace=self.policies.namespace, uid="")
+                self.recorder.record(ref, "Warning", REASON_EVALUATION,
+                                     f"evaluating {review.describe()} failed (the request was denied): "
+                                     f"{outcome.error}")
 
     def _record_event(self, review: AdmissionRequest, decision: Decision) -> None:
         if self.recorder is None or review.dry_run:

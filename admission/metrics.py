@@ -11,7 +11,7 @@ __all__ = ["BAD_HTTP", "CERT_EXPIRY", "DECISION_SECONDS", "FAIL_CLOSED", "FAIL_O
            "TLS_RELOADS", "UPDATE_ERRORS_NOT_ENFORCED"]
 
 OUTCOMES = ("allowed", "patched", "denied", "fail_open", "fail_closed", "error", "aborted")
-OPA_RESULTS = ("ok", "undefined", "unavailable", "malformed", "request")
+OPA_RESULTS = ("ok", "undefined", "unavailable", "evaluation", "malformed", "request")
 
 REQUESTS = Counter(
     "fedplace_admission_requests_total",
@@ -62,7 +62,7 @@ FAIL_CLOSED = Counter(
     "Requests denied because policies exist but no valid decision was obtained, by cause.",
     ["cause"],
 )
-for _c in ("unavailable", "malformed", "request", "undefined", "invalid_decision", "loading"):
+for _c in ("unavailable", "evaluation", "malformed", "request", "undefined", "invalid_decision", "loading"):
     FAIL_CLOSED.labels(_c)
 
 TLS_RELOADS = Counter("fedplace_admission_tls_reloads_total",

@@ -38,7 +38,10 @@ async def query_decision(
     backoff: Backoff = Backoff(),
     first_attempt_outside: bool = True,
 ) -> OpaOutcome:
-    """Query ``data.<query_path>`` with ``obj`` as input; never raises for OPA errors."""
+    """Query ``data.<query_path>`` with ``obj`` as input, with strict builtin errors; never
+    raises for OPA errors. Strict: a builtin failing inside a rule (``to_number("x")``, an
+    invalid regex) fails the decision (``evaluation``, fail closed) instead of making that
+    rule undefined, which would silently narrow or widen the placement."""
     return await query_within_deadline(client, query_path, obj, deadline=deadline,
                                        attempt_timeout=attempt_timeout, backoff=backoff, hooks=HOOKS,
-                                       first_attempt_outside=first_attempt_outside)
+                                       first_attempt_outside=first_attempt_outside, strict=True)

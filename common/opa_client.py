@@ -7,6 +7,10 @@ decide by type, never by parsing messages:
 * :class:`OpaUnavailable` — no usable answer this time: connection refused or
   reset, timeout, 5xx, 429. Worth retrying; carries ``retry_after`` when the
   server sent one.
+* :class:`OpaEvaluationError` — a 500 whose ``errors`` are all evaluation
+  errors (``eval_builtin_error``, ``eval_type_error``, ``eval_conflict_error``…):
+  the policy fails on this input, the same way every time. Not retried;
+  ``errors`` is OPA's list, each with its ``location`` (module id and row).
 * :class:`OpaMalformedResponse` — the server answered 2xx with a body that is
   not the JSON document the API promises. Not retried.
 * :class:`OpaRequestError` — a 4xx other than 429 (bad request, not found,
@@ -42,6 +46,7 @@ __all__ = [
     "OpaClient",
     "OpaCompileError",
     "OpaError",
+    "OpaEvaluationError",
     "OpaMalformedResponse",
     "OpaRequestError",
     "OpaSettings",
@@ -83,6 +88,31 @@ class OpaUnavailable(OpaError):
 
 class OpaTimeout(OpaUnavailable):
     """No answer within the request's timeout (transient, as every :class:`OpaUnavailable`)."""
+
+
+class OpaEvaluationError(OpaError):
+    """OPA evaluated the query and failed (a 500 carrying only ``eval_*`` errors): deterministic
+    for this policy set and input, so not retried. ``errors`` is OPA's list."""
+
+    def __init__(self, message: str, *, status: int | None = None, code: str | None = None,
+                 errors: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(message, status=status, code=code)
+        self.errors = errors or []
+
+
+def is_evaluation_failure(status: int, errors: Any) -> bool:
+    """Whether an answer is an evaluation failure: 500 with a non-empty ``errors`` list whose
+    every code starts with ``eval_`` (anything else in a 5xx is treated as transient)."""
+    return (status == 500 and isinstance(errors, list) and bool(errors)
+            and all(isinstance(e, dict) and str(e.get("code", "")).startswith("eval_") for e in errors))
+
+
+def evaluation_error_text(error: dict[str, Any]) -> str:
+    """One of OPA's evaluation errors as ``file:row: code: message`` (the location first, as
+    ``opa eval`` prints it)."""
+    location = error.get("location") if isinstance(error.get("location"), dict) else {}
+    where = f"{location.get('file', '')}:{location.get('row', '')}: " if location.get("file") else ""
+    return f"{where}{error.get('code', '')}: {error.get('message', '')}"
 
 
 class OpaMalformedResponse(OpaError):
@@ -306,6 +336,10 @@ class OpaClient:
         message = body.get("message") if isinstance(body, dict) else None
         text = f"OPA {method} {path}: {status}" + (f" {code}: {message}" if code or message else "")
         errors = body.get("errors") if isinstance(body, dict) else None
+        if is_evaluation_failure(status, errors):
+            where = "; ".join(evaluation_error_text(e) for e in errors)
+            raise OpaEvaluationError(f"OPA {method} {path.split('?')[0]}: {status} {where}", status=status, code=code,
+                                     errors=errors)
         if status in RETRYABLE_STATUS:
             raise OpaUnavailable(text, status=status, code=code, retry_after=retry_after,
                                  errors=errors if isinstance(errors, list) else None)
@@ -317,16 +351,19 @@ class OpaClient:
     # -- data ------------------------------------------------------------------
 
     async def query(self, path: str, input: Any = None, *, undefined_ok: bool = True,
-                    timeout: float | None = None) -> Any:
+                    timeout: float | None = None, strict: bool = False) -> Any:
         """POST ``/v1/data/<path>`` with ``{"input": input}``; return ``result``.
 
         ``path`` uses ``/`` separators (``io/k8s/federation/admission``). An
         undefined document returns None, or raises :class:`OpaUndefined` when
-        ``undefined_ok`` is False.
+        ``undefined_ok`` is False. ``strict`` asks with ``?strict-builtin-errors=true``:
+        a builtin that fails (``to_number("x")``, an invalid regex) makes the query
+        fail (:class:`OpaEvaluationError`) instead of making its expression undefined,
+        which would silently change the answer.
         """
         body = {"input": input} if input is not None else {}
-        _, doc = await self.request("POST", "/v1/data/" + path.strip("/"), json_body=body,
-                                    timeout=timeout, expect=(200,))
+        url = "/v1/data/" + path.strip("/") + ("?strict-builtin-errors=true" if strict else "")
+        _, doc = await self.request("POST", url, json_body=body, timeout=timeout, expect=(200,))
         if not isinstance(doc, dict):
             raise OpaMalformedResponse(f"OPA query {path}: answer is not a JSON object", status=200)
         if "result" not in doc:

@@ -29,6 +29,7 @@ from tenacity import RetryCallState
 from fedplace.common.opa_client import (
     OpaClient,
     OpaError,
+    OpaEvaluationError,
     OpaMalformedResponse,
     OpaRequestError,
     OpaTimeout,
@@ -50,7 +51,8 @@ class OpaOutcome:
 
     Exactly one of: a defined ``result``; ``defined=False`` (200 without
     ``result``); or ``error`` (the cause, after retries) with its ``error_kind``
-    (``unavailable``, ``malformed``, ``request``).
+    (``unavailable``, ``evaluation``, ``malformed``, ``request``). For ``evaluation``,
+    ``modules`` are the ids of the policy modules OPA located the errors in.
     """
 
     result: Any = None
@@ -59,6 +61,7 @@ class OpaOutcome:
     error_kind: str = ""
     attempts: int = 1
     query_path: str = ""
+    modules: tuple[str, ...] = ()
 
     @classmethod
     def ok(cls, result: Any, attempts: int = 1, query_path: str = "") -> "OpaOutcome":
@@ -76,7 +79,7 @@ class OpaOutcome:
 @dataclass(frozen=True)
 class QueryHooks:
     """Observers of one query: ``attempt(result_label, seconds)`` after every attempt
-    (labels ``ok``, ``undefined``, ``unavailable``, ``malformed``, ``request``) and
+    (labels ``ok``, ``undefined``, ``unavailable``, ``evaluation``, ``malformed``, ``request``) and
     ``retry()`` before every retry."""
 
     attempt: Callable[[str, float], None] | None = None
@@ -84,7 +87,9 @@ class QueryHooks:
 
 
 def error_kind(exc: OpaError) -> str:
-    """``unavailable``, ``malformed`` or ``request``: how an OPA error is reported."""
+    """``unavailable``, ``evaluation``, ``malformed`` or ``request``: how an OPA error is reported."""
+    if isinstance(exc, OpaEvaluationError):
+        return "evaluation"
     if isinstance(exc, OpaMalformedResponse):
         return "malformed"
     if isinstance(exc, OpaRequestError):
@@ -102,11 +107,13 @@ async def query_within_deadline(
     backoff: Backoff = Backoff(),
     hooks: QueryHooks = QueryHooks(),
     first_attempt_outside: bool = True,
+    strict: bool = False,
 ) -> OpaOutcome:
     """Query ``data.<query_path>`` with ``input_doc`` as input; never raises for OPA errors.
 
     ``first_attempt_outside``: the first attempt runs before tenacity's retry loop is built
-    (a speed-up; False: every attempt inside the loop, the library's way)."""
+    (a speed-up; False: every attempt inside the loop, the library's way). ``strict``: with
+    strict builtin errors (:meth:`OpaClient.query`); an evaluation error is not retried."""
     attempts = 0
     # The last failure that was OPA's own, not an attempt cut short by the deadline:
     # that is what an operator needs to read in the denial.
@@ -135,7 +142,7 @@ async def query_within_deadline(
         result_label = "ok"
         timeout = min(attempt_timeout, remaining)
         try:
-            return await client.query(query_path, input_doc, undefined_ok=False, timeout=timeout)
+            return await client.query(query_path, input_doc, undefined_ok=False, timeout=timeout, strict=strict)
         except OpaUndefined:
             result_label = "undefined"
             raise
@@ -185,5 +192,10 @@ async def query_within_deadline(
         elif cut_short or deadline.expired() or "timed out" in cause:
             cause = f"{cause} (deadline {deadline.seconds:g}s)"
         return OpaOutcome.failed("unavailable", cause, attempts=attempts, query_path=query_path)
+    except OpaEvaluationError as exc:
+        modules = tuple(dict.fromkeys(str(e["location"]["file"]) for e in exc.errors
+                                      if isinstance(e.get("location"), dict) and e["location"].get("file")))
+        return OpaOutcome(defined=False, error=exc.message, error_kind="evaluation", attempts=attempts,
+                          query_path=query_path, modules=modules)
     except OpaError as exc:
         return OpaOutcome.failed(error_kind(exc), exc.message, attempts=attempts, query_path=query_path)

@@ -38,7 +38,7 @@ import aiohttp
 import yaml
 
 from fedplace.common.kube_client import KubeApiError, KubeConfigError
-from fedplace.common.opa_client import OpaError, OpaMalformedResponse, OpaUnavailable
+from fedplace.common.opa_client import OpaError, OpaEvaluationError, OpaMalformedResponse, OpaUnavailable
 
 __all__ = ["EXIT_FOUND", "EXIT_INTERNAL", "EXIT_OK", "EXIT_UNREACHABLE", "EXIT_USAGE", "CliError", "Parser",
            "SafeStream", "Unreachable", "UsageError", "classify", "execute", "guarded", "main", "one_line",
@@ -96,6 +96,8 @@ def classify(exc: BaseException) -> tuple[int, str] | None:
         return EXIT_UNREACHABLE, f"cannot reach OPA: {exc}"
     if isinstance(exc, (OpaUnavailable, OpaMalformedResponse)):
         return EXIT_UNREACHABLE, str(exc)
+    if isinstance(exc, OpaEvaluationError):
+        return EXIT_USAGE, f"the placement policy fails on this object (the webhook denies it): {exc}"
     if isinstance(exc, OpaError):
         return EXIT_USAGE, str(exc)
     if isinstance(exc, EvaluatorUnavailable):

@@ -219,10 +219,13 @@ def _from_file(args: argparse.Namespace) -> dict[str, Any]:
 async def explain(opa: OpaClient, obj: Mapping[str, Any], decision_path: str = DECISION,
                   explain_path: str = EXPLAIN) -> dict[str, Any]:
     """``{"object", "decision", "explanation"}``: OPA's two answers (None when undefined).
-    A Secret is sent without its content (:mod:`fedplace.common.secrets`)."""
+    A Secret is sent without its content (:mod:`fedplace.common.secrets`). Both are asked with
+    strict builtin errors, as the webhook asks: a rule failing on this object raises
+    :class:`~fedplace.common.opa_client.OpaEvaluationError` rather than explaining a decision
+    the webhook would not take."""
     obj = without_secret_content(dict(obj))
-    decision = await opa.query(decision_path, obj)
-    packs = await opa.query(explain_path, obj)
+    decision = await opa.query(decision_path, obj, strict=True)
+    packs = await opa.query(explain_path, obj, strict=True)
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
 
     def text(value: Any) -> str | None:

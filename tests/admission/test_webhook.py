@@ -353,6 +353,47 @@ async def test_engine_failures_fail_closed(proxied_harness: Harness, spec: dict[
     assert (await h.admit(replicaset(), webhook=hook))["allowed"] is True  # recovers at once
 
 
+# A rule whose builtin fails on this input: OPA's server alone would make it undefined (the
+# object admitted without it); the webhook asks with strict builtin errors.
+FAILING_BUILTIN = """
+errors contains "too big" if { to_number(input.metadata.annotations["size"]) > 3 }
+"""
+
+
+async def test_a_failing_builtin_fails_closed_naming_the_module(harness: Harness) -> None:
+    """A rule whose builtin fails (``to_number("big")``) denies the object at once (no retry),
+    naming the module and row, and puts a Warning ``PolicyEvaluationError`` on the policy
+    ConfigMap holding that module; the same rule decides as written where it does not fail."""
+    h = harness
+    await h.add_policy_configmap()
+    module = f"{h.policy_namespace}/placement/rules.rego"
+    await h.opa_client.put_policy(module, "package io.k8s.federation.admission\n" + FAILING_BUILTIN)
+    try:
+        small, big = replicaset(name="small"), replicaset(name="odd")
+        small["metadata"]["annotations"] = {"size": "2"}
+        big["metadata"]["annotations"] = {"size": "big"}
+        assert (await h.admit(small))["allowed"] is True
+        small["metadata"]["annotations"] = {"size": "5"}
+        assert (await h.admit(small))["status"]["message"] == "denied by policy: too big"
+
+        d = Delta()
+        resp = await h.admit(big)
+        assert resp["allowed"] is False and resp["status"]["code"] == 403
+        message = resp["status"]["message"]
+        assert "failing closed" in message and f"{module}:3: eval_builtin_error: to_number" in message, message
+        assert d("fedplace_admission_fail_closed_total", cause="evaluation") == 1
+        assert d("fedplace_admission_opa_attempts_total") == 1 and d("fedplace_admission_opa_retries_total") == 0
+
+        async def reported() -> list[dict[str, Any]]:
+            return await events_for(h, h.policy_namespace, "placement", "PolicyEvaluationError")
+        await eventually(reported, 5, "a PolicyEvaluationError Event on the policy ConfigMap")
+        [event] = await reported()
+        assert event["type"] == "Warning" and event["involvedObject"]["kind"] == "ConfigMap"
+        assert "odd" in event["message"] and f"{module}:3" in event["message"], event["message"]
+    finally:
+        await h.opa_client.delete_policy(module)
+
+
 async def test_retried_until_success(proxied_harness: Harness) -> None:
     h = proxied_harness
     await h.put_policy(ALLOW_WITH_ANNOTATION)

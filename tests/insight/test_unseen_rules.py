@@ -139,3 +139,29 @@ async def test_explain_the_page_and_what_if_read_a_rule_set_never_seen(federatio
 async def whatif_json(federation: Any, *argv: str) -> tuple[int, dict[str, Any], str]:
     code, out, err = await run_command(whatif, [*argv, "-o", "json", *federation.flags()])
     return code, json.loads(out) if out.strip() else {}, err
+
+
+async def test_explain_names_a_rule_that_fails_on_the_object(federation: Any, tmp_path: Any):
+    """A rule set whose builtin fails on this object: ``fedplace explain`` says the policy fails
+    (the webhook denies it), naming the module and row, instead of explaining a decision without
+    the rule; exit code 2."""
+    name = f"sizes_{uuid.uuid4().hex[:8]}"
+    module = f"{POLICY_NS}/team-rules/{name}.rego"
+    source = f"""package fedplace.rules.{name}
+
+forbid contains {{"cluster": c, "id": "size", "requires": "room"}} if {{
+	some c, _ in data.kubernetes.clusters
+	to_number(input.metadata.annotations["example.com/size"]) > 4
+}}
+"""
+    status, body = await federation.opa.put_policy(module, source)
+    assert status == 200, body
+    f = tmp_path / "odd.json"
+    f.write_text(json.dumps(rs("odd", {"example.com/size": "huge"})))
+    code, out, err = await run_command(explain, ["-f", str(f), *federation.flags()])
+    assert code == 2, (out, err)
+    assert "the placement policy fails on this object (the webhook denies it)" in err, err
+    assert f"{module}:5: eval_builtin_error: to_number" in err, err
+    f.write_text(json.dumps(rs("small", {"example.com/size": "3"})))
+    code, out, err = await run_command(explain, ["-f", str(f), *federation.flags()])
+    assert code == 0, err

@@ -120,3 +120,53 @@ async def test_a_namespace_without_a_tenant_is_not_restricted(system: dict[str, 
     assert placed(gpu, uid) == {"de-acme", "de-other", "us-acme"}
     plain = await kube_json(api, "POST", path, body=replicaset("plain", {}))
     assert PREFS not in (plain["metadata"].get("annotations") or {}), "no rule asks anything of it"
+
+
+# A rule set whose forbid calls to_number on a workload's annotation without guarding it.
+SIZES = """package fedplace.rules.sizes
+
+forbid contains {"cluster": name, "id": "size", "requires": "room for the workload", "value": size} if {
+	some name, cluster in data.kubernetes.clusters
+	size := to_number(object.get(cluster.metadata.labels, "size", "0"))
+	size < to_number(input.metadata.annotations["example.com/size"])
+}
+"""
+
+
+async def test_a_builtin_failing_in_a_rule_set_denies_and_is_reported_on_its_configmap(
+        opa: Any, kube: Any, kube_api: client.ApiClient, kube_namespaces: ScratchNamespaces, tmp_path: Path):
+    """A rule set of the administrators' whose builtin fails on one workload's annotation: that
+    workload is denied (never placed without the rule), naming the module and row, and a Warning
+    ``PolicyEvaluationError`` on the rule set's ConfigMap names the workload; a workload the rule
+    reads without failing is placed by it."""
+    policy_ns = await kube_namespaces.create("rs-eval-policy")
+    ns = await kube_namespaces.create("rs-eval")
+    uid = ns.rsplit("-", 1)[-1]
+    clusters = {f"{n}-{uid}": cluster(f"{n}-{uid}", {"size": size}) for n, size in (("big", "8"), ("small", "2"))}
+    shipped = shipped_policy_configmaps()
+    async with webhook_stack(
+            opa, kube, kube_api, tmp_path, name=f"fedplace-rule-eval-{uid}", policy_ns=policy_ns,
+            sync_flags=["--replicate", "apps/v1/replicasets", "--replicate-ignore-namespaces", policy_ns],
+            webhook_rules=rules(("apps", ["replicasets"])), namespaces=[ns]) as stack:
+        configmaps = {name: shipped[name] for name in BASE}
+        configmaps["team-sizes"] = {"sizes.rego": SIZES}
+        await load(kube_api, stack, policy_ns, configmaps)
+        status, body = await opa.request("PUT", "/v1/data/kubernetes/clusters", json_body=clusters)
+        assert status == 204, body
+        path = f"/apis/apps/v1/namespaces/{ns}/replicasets"
+
+        four = await kube_json(kube_api, "POST", path, body=replicaset("four", {"example.com/size": "4"}))
+        assert placed(four, uid) == {"big"}
+        with pytest.raises(KubeApiError) as denied:
+            await kube_json(kube_api, "POST", path, body=replicaset("huge", {"example.com/size": "huge"}))
+        message = denied.value.message
+        assert denied.value.status == 403 and "failing closed" in message, message
+        assert f"{policy_ns}/team-sizes/sizes.rego:6: eval_builtin_error: to_number" in message, message
+
+        async def reported() -> list[dict[str, Any]]:
+            doc = await kube_json(kube_api, "GET", f"/api/v1/namespaces/{policy_ns}/events")
+            return [e for e in doc.get("items") or [] if e.get("reason") == "PolicyEvaluationError"
+                    and e["involvedObject"].get("name") == "team-sizes"]
+        await eventually(reported, what="a PolicyEvaluationError Event on the team-sizes ConfigMap")
+        [event] = await reported()
+        assert event["type"] == "Warning" and "huge" in event["message"], event
