@@ -24,14 +24,15 @@ sync's own functions:
   templates and the settings module ``control_plane := "karmada"``
   (bench/karmada.py's): its ResourceBinding, whose template asks for EU and
   PCI ≥ 2 (the exclusions patched, the excluded clusters and the why annotated);
-* placement with two more rule sets — all three again with a tenancy-like set
-  (the namespace's label ``fedplace.io/tenant`` → the cluster label of that
-  name in [tenant]) and a residency-like set (the namespace's annotation
-  ``fedplace.io/allowed-countries`` → the cluster label ``country`` in the
-  list) loaded beside rules-eu-pci (written here: ``EXTRA_SETS``); the
-  namespaces replicated, every cluster labelled with the tenant and its
-  region's country, so the answer is the one above and the difference is what
-  the two sets cost;
+* placement with two more rule sets — all three again with the shipped
+  tenancy and residency sets (policies/rules-tenancy, rules-residency: the
+  namespace's label ``fedplace.io/tenant`` → the cluster label
+  ``tenants.fedplace.io/<tenant>``; its annotation
+  ``residency.fedplace.io/countries`` → the cluster label
+  ``fedplace.io/country``) loaded beside rules-eu-pci; the namespaces
+  replicated, every cluster labelled for the tenant and with its region's
+  country, so the answer is the one above and the difference is what the two
+  sets cost;
 * SchedulingPolicy — bench/schedulingpolicy.py's world (200 policies, 300
   ClusterRoles) with 251, 1,000, 5,000, 10,000 bindings, all
   ClusterRoleBindings (251: its 250 team grants and ``sp:restricted`` are the
@@ -94,7 +95,7 @@ from bench.karmada import (  # noqa: E402
     put_json,
     templates,
 )
-from devstack.shipped import shipped_policy_configmaps  # noqa: E402
+from devstack.shipped import rule_set_configmap, shipped_policy_configmaps  # noqa: E402
 from fedplace.common.indexes import index_of, index_path  # noqa: E402
 from fedplace.common.kube_client import Resource  # noqa: E402
 from fedplace.sync import replicated_root  # noqa: E402
@@ -119,52 +120,24 @@ def karmada_data(n: int) -> dict[str, Any]:
 
 
 TENANT = "acme"
-COUNTRIES = "de,fr,us"
-
-# Two rule sets of the contract (policies/federation/contract.rego) beside the shipped one: a
-# tenancy-like and a residency-like set, each reading the object's replicated Namespace.
-EXTRA_SETS = {
-    "bench-tenancy.rego": """package fedplace.rules.bench_tenancy
-
-import data.io.k8s.federation.replicated
-
-tenant := replicated.cluster_object("namespaces", input.metadata.namespace).metadata.labels["fedplace.io/tenant"]
-
-require contains {
-	"id": "tenant",
-	"imposed_by": "namespace",
-	"source": sprintf("namespace %s label fedplace.io/tenant", [input.metadata.namespace]),
-	"cluster": {"label": "fedplace.io/tenant", "in": [tenant]},
-} if is_string(tenant)
-""",
-    "bench-residency.rego": """package fedplace.rules.bench_residency
-
-import data.io.k8s.federation.replicated
-
-allowed := replicated.cluster_object("namespaces", input.metadata.namespace).metadata.annotations["fedplace.io/allowed-countries"]
-
-require contains {
-	"id": "residency",
-	"imposed_by": "namespace",
-	"source": sprintf("namespace %s annotation fedplace.io/allowed-countries", [input.metadata.namespace]),
-	"cluster": {"label": "country", "in": split(allowed, ",")},
-} if is_string(allowed)
-""",
-}
+COUNTRIES = "DE, FR, US"
+EXTRA_SETS = ("tenancy", "residency")  # shipped, off by default (deploy/components/placement-rules-<set>)
 
 
 def with_sets(kube: dict[str, Any]) -> dict[str, Any]:
-    """``kube`` with the namespaces the two extra sets read and every cluster labelled for them."""
+    """``kube`` with the namespaces the shipped tenancy and residency sets read (each of tenant
+    acme, allowing DE, FR and US) and every cluster labelled for them (acme's, in DE or the US), so
+    the sets allow what the example set allows."""
     clusters = {}
     for name, c in kube[CLUSTERS.plural].items():
         region = c.get("status", {}).get("region") or c["spec"]["region"]
-        labels = {**c["metadata"]["labels"], "fedplace.io/tenant": TENANT,
-                  "country": "de" if region.startswith("europe-") else "us"}
+        labels = {**c["metadata"]["labels"], f"tenants.fedplace.io/{TENANT}": "true",
+                  "fedplace.io/country": "DE" if region.startswith("europe-") else "US"}
         clusters[name] = {**c, "metadata": {**c["metadata"], "labels": labels}}
     names = ["shop", *(f"ns{i}" for i in range(20))]
     namespaces = {ns: {"apiVersion": "v1", "kind": "Namespace",
                        "metadata": {"name": ns, "labels": {"fedplace.io/tenant": TENANT},
-                                    "annotations": {"fedplace.io/allowed-countries": COUNTRIES}}}
+                                    "annotations": {"residency.fedplace.io/countries": COUNTRIES}}}
                   for ns in names}
     return {**kube, CLUSTERS.plural: clusters, "namespaces": namespaces}
 
@@ -267,7 +240,7 @@ class Series:
 PLACEMENT_SIZES = (10, 100, 1_000, 5_000)
 SETS = " + tenancy, residency"
 SETTINGS_MODULE = {"fedplace-settings/settings.rego": SETTINGS}
-SETS_MODULES = {f"fedplace-bench-sets/{key}": src for key, src in EXTRA_SETS.items()}
+SETS_MODULES = {f"{name}/{key}": src for name, data in map(rule_set_configmap, EXTRA_SETS) for key, src in data.items()}
 SERIES = [
     Series("placement-rs", "placement, ReplicaSet (preferences)", "clusters", PLACEMENT_SIZES, placement_data,
            {"input": RS_INPUT}, check_rs, "placement"),

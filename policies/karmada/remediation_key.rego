@@ -6,8 +6,8 @@
 # of any object), of what the placement rule sets read of its template, and of
 # data shared by every binding (the clusters, the settings). What a rule set
 # may read of a template for its bindings to be decided alike
-# (docs/policies.md, "Shared decisions"): the template's kind, namespace,
-# labels and annotations, and the labels and annotations of its Namespace
+# (docs/policies.md, "Shared decisions"): the template's apiVersion, kind,
+# namespace, labels and annotations, and the labels and annotations of its Namespace
 # object; the key holds exactly those. A rule set reading anything else of the
 # object (its name, its spec, …) declares `reads_whole_object := true` in its
 # package: every binding is then decided alone.
@@ -32,7 +32,7 @@ decision_key(plural, obj) := {
 	"binding": [obj.apiVersion, obj.kind],
 	"annotations": object.get(obj, ["metadata", "annotations"], {}),
 	"placement": object.get(obj, ["spec", "placement"], null),
-	"template": template_key(template),
+	"template": key,
 } if {
 	plural in {"resourcebindings", "clusterresourcebindings"}
 	obj.kind in {"ResourceBinding", "ClusterResourceBinding"}
@@ -40,8 +40,8 @@ decision_key(plural, obj) := {
 	not object.get(obj, ["spec", "propagateDeps"], false) == true
 	not schedule_failed(obj)
 	not rules_read_whole_object
-	template := binding_template(obj.spec.resource)
-	decided_by_rules(template)
+	key := template_key(binding_template(obj.spec.resource))
+	decided_by_rules(key)
 }
 
 schedule_failed(obj) if {
@@ -71,14 +71,36 @@ template_at(plural, namespace, name) := replicated.namespaced_object(plural, nam
 template_at(plural, "", name) := replicated.cluster_object(plural, name)
 
 # The rule sets judge the template without error and ask for placement (else
-# the why names the template).
-decided_by_rules(template) if {
+# the why names the template). They are given what the key holds of the
+# template, which is all a rule set may read of it (see the header), so that
+# the rule sets are evaluated once per distinct key rather than once per
+# binding: OPA caches a function's result by its arguments.
+decided_by_rules(key) if {
+	template := key_template(key)
 	count(placement.constraint_errors) == 0 with input as template
 	placement.asks_placement with input as template
 }
 
+# A template holding exactly what template_key keeps.
+key_template(key) := {
+	"apiVersion": key.apiVersion,
+	"kind": key.kind,
+	"metadata": {"namespace": key.namespace, "labels": key.labels, "annotations": key.annotations},
+} if {
+	key.namespace != ""
+}
+
+key_template(key) := {
+	"apiVersion": key.apiVersion,
+	"kind": key.kind,
+	"metadata": {"labels": key.labels, "annotations": key.annotations},
+} if {
+	key.namespace == ""
+}
+
 # What the rule sets may read of a template (see the header).
 template_key(template) := {
+	"apiVersion": object.get(template, "apiVersion", ""),
 	"kind": template.kind,
 	"namespace": namespace,
 	"labels": object.get(template, ["metadata", "labels"], {}),

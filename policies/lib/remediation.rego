@@ -95,7 +95,10 @@ keyed_refs := [[decision_key(ref[0], object_at(ref)), ref] | some ref in refs]
 # sorted by key, each first of its key.
 keyed := sort([x | some x in keyed_refs; x[0] != null])
 
-shared[key] := decide(object_at(ref)) if {
+# The shared decisions by key, as one object (a complete document, computed
+# once): each lookup below is then a hash lookup, where a partial rule looked
+# up by key would compare the key with every keyed object's.
+shared := {key: decide(object_at(ref)) |
 	some i, [key, ref] in keyed
 	first_of_key(i, key)
 }
