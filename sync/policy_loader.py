@@ -47,7 +47,14 @@ from kubernetes_asyncio import client
 from prometheus_client import Counter
 
 from fedplace.common.events import EventRecorder
-from fedplace.common.opa_client import OpaClient, OpaCompileError, OpaRequestError, OpaUnavailable, data_path
+from fedplace.common.opa_client import (
+    OpaClient,
+    OpaCompileError,
+    OpaEvaluationError,
+    OpaRequestError,
+    OpaUnavailable,
+    data_path,
+)
 from fedplace.common.rego_scan import RegoScanError, RuleHead
 from fedplace.common.rules_contract import RULES_ROOT, contract_problems
 from fedplace.sync.policy_check import Limits, ModuleCheck, data_hash, module_error, module_ids, normalize_errors
@@ -341,6 +348,8 @@ class PolicyHandler:
             try:
                 await self.opa.query(data_path(path))
                 continue
+            except OpaEvaluationError as exc:
+                conflict = next((e for e in exc.errors if e.get("code") == "eval_conflict_error"), None)
             except OpaUnavailable as exc:
                 if not exc.answered:
                     return  # no answer: keep what we know, check again after the next load
