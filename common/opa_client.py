@@ -78,7 +78,7 @@ class OpaUnavailable(OpaError):
                  retry_after: float | None = None, errors: list[dict[str, Any]] | None = None) -> None:
         super().__init__(message, status=status, code=code)
         self.retry_after = retry_after
-        self.errors = errors or []  # OPA's errors[] (e.g. eval_conflict_error in a 500)
+        self.errors = errors or []  # OPA's errors[], if any
 
     @property
     def answered(self) -> bool:
@@ -99,6 +99,16 @@ class OpaEvaluationError(OpaError):
         super().__init__(message, status=status, code=code)
         self.errors = errors or []
 
+    @property
+    def modules(self) -> tuple[str, ...]:
+        """The ids of the policy modules OPA located the errors in, in order, each once."""
+        return tuple(dict.fromkeys(str(loc["file"]) for loc in map(_location, self.errors) if loc.get("file")))
+
+
+def _location(error: dict[str, Any]) -> dict[str, Any]:
+    location = error.get("location")
+    return location if isinstance(location, dict) else {}
+
 
 def is_evaluation_failure(status: int, errors: Any) -> bool:
     """Whether an answer is an evaluation failure: 500 with a non-empty ``errors`` list whose
@@ -110,7 +120,7 @@ def is_evaluation_failure(status: int, errors: Any) -> bool:
 def evaluation_error_text(error: dict[str, Any]) -> str:
     """One of OPA's evaluation errors as ``file:row: code: message`` (the location first, as
     ``opa eval`` prints it)."""
-    location = error.get("location") if isinstance(error.get("location"), dict) else {}
+    location = _location(error)
     where = f"{location.get('file', '')}:{location.get('row', '')}: " if location.get("file") else ""
     return f"{where}{error.get('code', '')}: {error.get('message', '')}"
 

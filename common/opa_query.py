@@ -193,9 +193,7 @@ async def query_within_deadline(
             cause = f"{cause} (deadline {deadline.seconds:g}s)"
         return OpaOutcome.failed("unavailable", cause, attempts=attempts, query_path=query_path)
     except OpaEvaluationError as exc:
-        modules = tuple(dict.fromkeys(str(e["location"]["file"]) for e in exc.errors
-                                      if isinstance(e.get("location"), dict) and e["location"].get("file")))
         return OpaOutcome(defined=False, error=exc.message, error_kind="evaluation", attempts=attempts,
-                          query_path=query_path, modules=modules)
+                          query_path=query_path, modules=exc.modules)
     except OpaError as exc:
         return OpaOutcome.failed(error_kind(exc), exc.message, attempts=attempts, query_path=query_path)
