@@ -68,28 +68,37 @@ async def ask(evaluator: Evaluator, objects: Iterable[Mapping[str, Any]],
 
 
 class PageRules:
-    """The answers opa-kube-sync's page shows, kept between pages (see the module docstring)."""
+    """The answers opa-kube-sync's page shows, kept between pages (see the module docstring).
+
+    After :meth:`forget` the last answers stay (``stale`` is true) until :meth:`refresh` has
+    asked every object again and replaces them at once: a page served meanwhile shows the
+    answers from before the change (and says so), never a matrix of unasked workloads."""
 
     def __init__(self) -> None:
         self.answers: dict[str, dict[str, Any]] = {}
+        self.stale = False
         self._asts: Mapping[str, Any] | None = None
         self._parsed = False
 
     def forget(self) -> None:
-        """The policies or the data the rules read changed: every answer is asked again."""
-        self.answers = {}
+        """The policies or the data the rules read changed: every answer is asked again at the
+        next :meth:`refresh` (until then the last ones are kept, ``stale``)."""
+        self.stale = True
         self._asts, self._parsed = None, False
 
     async def refresh(self, evaluator: Evaluator, objects: Sequence[Mapping[str, Any]]) -> int:
-        """Ask the answers of the objects that have none (the policies' AST read once per
-        :meth:`forget`) and drop those of objects no longer given; returns how many distinct
-        objects were asked about. Raises what the evaluator raises when OPA cannot be asked."""
+        """Ask the answers of the objects that have none — of every object when ``stale`` (the
+        policies' AST read once per :meth:`forget`) — and drop those of objects no longer
+        given; returns how many distinct objects were asked about. Raises what the evaluator
+        raises when OPA cannot be asked (the last answers, and ``stale``, then stay)."""
         keys = {rules_key(o): o for o in objects}
-        self.answers = {k: v for k, v in self.answers.items() if k in keys}  # objects gone: answers dropped
-        todo = [o for k, o in keys.items() if k not in self.answers]
+        kept = {} if self.stale else {k: v for k, v in self.answers.items() if k in keys}
+        todo = [o for k, o in keys.items() if k not in kept]
         if not todo:
+            self.answers, self.stale = kept, False
             return 0
         if not self._parsed:
             self._asts, self._parsed = await evaluator.parse(), True
-        self.answers.update(await ask(evaluator, todo, self._asts))
+        kept.update(await ask(evaluator, todo, self._asts))
+        self.answers, self.stale = kept, False
         return len(todo)

@@ -31,9 +31,10 @@ import yaml
 from devstack.federation import CLUSTER_CRD, CLUSTERS_PATH
 from devstack.karmada import CLUSTERS as KARMADA_CLUSTERS_RES
 from devstack.karmada import RESOURCE_BINDINGS, install_crds
+from devstack.launch import free_port
 from devstack.scratch import install_crd, unique_name
 from fedplace.common.kube_client import KubeApiError, Resource, kube_json
-from fedplace.common.opa_client import OpaClient
+from fedplace.common.opa_client import OpaClient, OpaSettings
 from fedplace.insight import page, report, rules
 from fedplace.insight.evaluate import LiveOpa
 from fedplace.insight.reasons import (
@@ -202,6 +203,36 @@ def small_view(answers: dict[str, Any]) -> dict[str, Any]:
                                      "namespace": "insight-shop", "name": "a", "outcome": "patched",
                                      "changes": {PREFS: '{"clusters":{"eu-1":{"weight":1}}}'},
                                      "old": {PREFS: '{"clusters":{"us-1":{"weight":1}}}'}}])
+
+
+async def test_page_rules_keep_the_last_answers_until_asked_again(federation: Any):
+    """After a change (forget) the page keeps showing the answers from before it, marked stale,
+    until a refresh has asked every object again; OPA unreachable meanwhile keeps them too."""
+    client = federation.client
+    objects = [o for _, o in small_workloads()]
+    await client.put_data(["kubernetes", "clusters"], SMALL_CLUSTERS)
+    kept = rules.PageRules()
+    live = LiveOpa(client)
+    try:
+        assert await kept.refresh(live, objects) == 2 and not kept.stale
+        before = dict(kept.answers)
+        [a_key] = [k for k, v in before.items() if v["asks"]]
+        assert before[a_key]["forbidden"].keys() == {"us-1"}  # EU required: us-1 forbidden
+        await client.put_data(["kubernetes", "clusters", "eu-1"], cluster("eu-1", "us-west1", "2"))
+        kept.forget()
+        assert kept.stale and kept.answers == before  # the page still shows the last answers
+        dead = LiveOpa(OpaClient(OpaSettings(url=f"http://127.0.0.1:{free_port()}", timeout=2)))
+        try:
+            with pytest.raises(Exception):  # noqa: B017 - whatever the evaluator raises
+                await kept.refresh(dead, objects)
+        finally:
+            await dead.close()
+        assert kept.stale and kept.answers == before
+        assert await kept.refresh(live, objects) == 2 and not kept.stale  # every object asked again
+        assert kept.answers[a_key]["forbidden"].keys() == {"eu-1", "us-1"}
+        assert await kept.refresh(live, objects[:1]) == 0 and len(kept.answers) == 1  # b gone: dropped
+    finally:
+        await live.close()
 
 
 async def test_render_matrix_tables_and_escaping(federation: Any):
