@@ -229,7 +229,11 @@ async def _stream(chunks: Iterable[bytes]) -> AsyncIterator[bytes]:
 
 
 class OpaClient:
-    """Asynchronous OPA REST client. Use as an async context manager or call :meth:`close`."""
+    """Asynchronous OPA REST client. Use as an async context manager or call :meth:`close`.
+
+    Answers are asked for uncompressed (no ``Accept-Encoding``, as the lean transport of
+    :mod:`fedplace.common.opa_http`): OPA gzips any answer over 1 KiB for a client that accepts
+    it, which costs OPA's CPU and the caller's on a sidecar connection where bytes are free."""
 
     def __init__(self, settings: OpaSettings, session: aiohttp.ClientSession | None = None) -> None:
         self.settings = settings
@@ -251,7 +255,7 @@ class OpaClient:
             if self.settings.ca_file:
                 ssl_ctx = ssl.create_default_context(cafile=self.settings.ca_file)
             connector = aiohttp.TCPConnector(ssl=ssl_ctx, limit=64)
-            self._session = aiohttp.ClientSession(connector=connector)
+            self._session = aiohttp.ClientSession(connector=connector, skip_auto_headers=("Accept-Encoding",))
             self._own_session = True
         return self._session
 
