@@ -225,9 +225,18 @@ async def test_a_decided_binding_keeps_its_exclusions_when_its_template_is_gone(
         return not await replicated(opa, f"deployments/{ns}/keep")
 
     await eventually(gone, what="the template gone from OPA")
-    # The detector's write: the placement reset to the policy's, the annotations kept.
-    b["spec"]["placement"] = {"clusterAffinity": {"exclude": ["zz-user"]}}
-    b = await kube_json(api, "PUT", RESOURCE_BINDINGS.object_path("keep-deployment", ns), body=b)
+    # The detector's write: the placement reset to the policy's, the annotations kept; from the
+    # binding as it is now, again on a conflict, as the detector writes (remediation may have
+    # rewritten the why since the template went).
+    for attempt in range(5):
+        b = await binding(api, ns, "keep-deployment")
+        b["spec"]["placement"] = {"clusterAffinity": {"exclude": ["zz-user"]}}
+        try:
+            b = await kube_json(api, "PUT", RESOURCE_BINDINGS.object_path("keep-deployment", ns), body=b)
+            break
+        except KubeApiError as exc:
+            if exc.status != 409 or attempt == 4:
+                raise
     assert c["us1"] in b["spec"]["placement"]["clusterAffinity"]["exclude"]
     assert c["eu1"] not in b["spec"]["placement"]["clusterAffinity"]["exclude"]
     assert excluded(b, c) == before
