@@ -348,10 +348,8 @@ class PolicyHandler:
             try:
                 await self.opa.query(data_path(path))
                 continue
-            except OpaEvaluationError as exc:
-                conflict = next((e for e in exc.errors if e.get("code") == "eval_conflict_error"), None)
-            except OpaUnavailable as exc:
-                if not exc.answered:
+            except (OpaEvaluationError, OpaUnavailable) as exc:
+                if isinstance(exc, OpaUnavailable) and not exc.answered:
                     return  # no answer: keep what we know, check again after the next load
                 conflict = next((e for e in exc.errors if e.get("code") == "eval_conflict_error"), None)
             except Exception as exc:  # noqa: BLE001 - the check must never break loading
