@@ -436,8 +436,8 @@ def sync_view(sync: Any, clusters: str = "clusters", workloads: Sequence[str] = 
             notes.append("No remediation pass has run yet.")
     rules = getattr(sync, "page_rules", None)
     if rules is not None and rules.stale:
-        notes.append("The placement rules are being asked again after a change of the policies or the "
-                     "clusters: the reasons shown are from before it.")
+        notes.append("The placement rules are being asked again after a change of the policies or of the "
+                     "data they read (clusters, namespaces, …): the reasons shown are from before it.")
     cluster_objects = {str((o.get("metadata") or {}).get("name")): o for o in src.objects(clusters)}
     bindings = [(p, o) for p in binding_kinds for o in src.objects(p)] if binding_kinds else None
     policies, pending = sync_policies(sync)
